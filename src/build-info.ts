@@ -1,0 +1,76 @@
+// What a commit says about the build behind it: the `Build URL:` line every commit carries and
+// the holder trailers of claiming commits.
+
+export interface BuildInfo {
+  url?: string;
+  id?: string;
+  team?: string;
+  pipeline?: string;
+  job?: string;
+  name?: string;
+}
+
+/** Reads Concourse's build variables. `BUILD_URL` exists from Concourse v8; older workers need it built. */
+export function buildInfoFromEnv(env: Readonly<Record<string, string | undefined>>): BuildInfo {
+  const value = (key: string) => (env[key] ? env[key] : undefined);
+  return {
+    url: value('BUILD_URL') ?? buildUrl(env),
+    id: value('BUILD_ID'),
+    team: value('BUILD_TEAM_NAME'),
+    pipeline: value('BUILD_PIPELINE_NAME'),
+    job: value('BUILD_JOB_NAME'),
+    name: value('BUILD_NAME'),
+  };
+}
+
+function buildUrl(env: Readonly<Record<string, string | undefined>>): string | undefined {
+  const atc = env.ATC_EXTERNAL_URL?.replace(/\/+$/, '');
+  if (!atc) return undefined;
+  const {
+    BUILD_TEAM_NAME: team,
+    BUILD_PIPELINE_NAME: pipeline,
+    BUILD_JOB_NAME: job,
+    BUILD_NAME: name,
+  } = env;
+  if (team && pipeline && job && name) {
+    const vars = env.BUILD_PIPELINE_INSTANCE_VARS;
+    const query = vars ? `?vars=${encodeURIComponent(vars)}` : '';
+    const path = [team, pipeline, job, name].map(encodeURIComponent);
+    return `${atc}/teams/${path[0]}/pipelines/${path[1]}/jobs/${path[2]}/builds/${path[3]}${query}`;
+  }
+  if (env.BUILD_ID) return `${atc}/builds/${encodeURIComponent(env.BUILD_ID)}`;
+  return undefined;
+}
+
+export interface ClaimRecord {
+  token: string;
+  at: Date;
+}
+
+/** `SUBJECT`, a blank line, `Build URL: …`; claiming commits add a trailer block after it. */
+export function commitMessage(subject: string, build: BuildInfo, claim?: ClaimRecord): string {
+  const url = build.url ?? 'unknown';
+  let message = `${subject}\n\nBuild URL: ${url}\n`;
+  if (claim) {
+    const trailers: [string, string | undefined][] = [
+      ['Claim-Token', claim.token],
+      ['Claimed-At', claim.at.toISOString().replace(/\.\d{3}Z$/, 'Z')],
+      ['Claimed-By', url],
+      ['Build-Id', build.id],
+      ['Build-Team', build.team],
+      ['Build-Pipeline', build.pipeline],
+      ['Build-Job', build.job],
+      ['Build-Name', build.name],
+    ];
+    message += '\n';
+    for (const [key, value] of trailers) {
+      if (value !== undefined) message += `${key}: ${oneLine(value)}\n`;
+    }
+  }
+  return message;
+}
+
+function oneLine(value: string): string {
+  // eslint-disable-next-line no-control-regex
+  return value.replace(/[\u0000-\u001f\u007f]+/g, ' ');
+}

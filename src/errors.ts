@@ -1,0 +1,88 @@
+// The few kinds of failure the resource distinguishes, and one way to describe any of them.
+
+/** A request that can never succeed as written: never retried. */
+export class ConfigurationError extends Error {
+  override name = 'ConfigurationError';
+  constructor(readonly lines: readonly string[]) {
+    super(lines.join('\n'));
+  }
+}
+
+/** An operation that cannot succeed against the repository as it is (not retried). */
+export class OperationError extends Error {
+  override name = 'OperationError';
+}
+
+/** A git command that exited non-zero. `stderr` is git's own words, unredacted. */
+export class GitCommandError extends Error {
+  override name = 'GitCommandError';
+  constructor(
+    readonly args: readonly string[],
+    readonly exitCode: number,
+    readonly stdout: string,
+    readonly stderr: string,
+  ) {
+    super(`git ${args[0] ?? ''} failed (exit ${exitCode}): ${lastLines(stderr) || 'no output'}`);
+  }
+}
+
+/** A git command that outlived `source.git_timeout`. */
+export class GitTimeoutError extends Error {
+  override name = 'GitTimeoutError';
+  constructor(
+    readonly args: readonly string[],
+    readonly timeoutMs: number,
+  ) {
+    super(`git ${args[0] ?? ''} timed out after ${formatMs(timeoutMs)} (source.git_timeout)`);
+  }
+}
+
+/** The run's cancellation signal fired (a stop signal, or a wait that timed out). */
+export class CancelledError extends Error {
+  override name = 'CancelledError';
+  constructor(readonly reason: unknown) {
+    super('cancelled');
+  }
+}
+
+/** `params.wait_timeout` ran out while waiting. */
+export class WaitTimeoutError extends Error {
+  override name = 'WaitTimeoutError';
+}
+
+/** Transient failures kept happening past the retry budget. */
+export class GaveUpError extends Error {
+  override name = 'GaveUpError';
+  constructor(
+    message: string,
+    override readonly cause: unknown,
+  ) {
+    super(message);
+  }
+}
+
+export function describeError(error: unknown): string {
+  if (error instanceof GaveUpError) return `${error.message}: ${describeError(error.cause)}`;
+  if (error instanceof Error) return error.message;
+  return String(error);
+}
+
+function lastLines(text: string): string {
+  const lines = text
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '' && !line.startsWith('hint:'));
+  return lines.slice(-3).join(' / ');
+}
+
+export function formatMs(ms: number): string {
+  if (ms < 1000) return `${ms}ms`;
+  const seconds = ms / 1000;
+  if (seconds < 60) return `${Number(seconds.toFixed(1))}s`;
+  const minutes = Math.floor(seconds / 60);
+  const rest = Math.round(seconds - minutes * 60);
+  if (minutes < 60) return rest ? `${minutes}m${rest}s` : `${minutes}m`;
+  const hours = Math.floor(minutes / 60);
+  const restMinutes = minutes - hours * 60;
+  return restMinutes ? `${hours}h${restMinutes}m` : `${hours}h`;
+}

@@ -1,0 +1,72 @@
+// Runs one git command through simple-git with the request's environment, the run's cancellation
+// signal and a per-command time limit. Every git invocation of the resource goes through here.
+import { GitPluginError, simpleGit, type SimpleGitOptions } from 'simple-git';
+import { CancelledError, ConfigurationError, GitCommandError, GitTimeoutError } from '../errors.js';
+import type { GitEnvironment } from './environment.js';
+
+export interface GitRunOptions {
+  /** Working directory; defaults to the environment's private folder. */
+  cwd?: string;
+  /** Overrides the run's signal (the compensating release runs after the run was cancelled). */
+  signal?: AbortSignal;
+}
+
+export class Git {
+  constructor(
+    private readonly environment: GitEnvironment,
+    private readonly signal: AbortSignal,
+    private readonly timeoutMs: number,
+  ) {}
+
+  /** A Git bound to another signal, same environment (used for the bounded compensating release). */
+  withSignal(signal: AbortSignal): Git {
+    return new Git(this.environment, signal, this.timeoutMs);
+  }
+
+  async run(args: readonly string[], options: GitRunOptions = {}): Promise<string> {
+    const parent = options.signal ?? this.signal;
+    if (parent.aborted) throw new CancelledError(parent.reason);
+    const timeout = AbortSignal.timeout(this.timeoutMs);
+    const signal = AbortSignal.any([parent, timeout]);
+    // simple-git wraps whatever `errors` returns in its own error type, so the structured
+    // failure is kept here and rethrown as is.
+    let failure: GitCommandError | undefined;
+    const gitOptions: Partial<SimpleGitOptions> = {
+      baseDir: options.cwd ?? this.environment.home,
+      abort: signal,
+      // simple-git refuses GIT_* variables unless they are listed: these are the ones we built.
+      allowEnvironment: Object.keys(this.environment.env).filter((key) => key.startsWith('GIT_')),
+      unsafe: this.environment.unsafe,
+      errors: (error, result) => {
+        if (result.exitCode === 0 && error === undefined) return undefined;
+        if (signal.aborted) return error instanceof Error ? error : new Error('aborted');
+        failure = new GitCommandError(
+          args,
+          result.exitCode,
+          Buffer.concat(result.stdOut).toString('utf8'),
+          Buffer.concat(result.stdErr).toString('utf8'),
+        );
+        return failure;
+      },
+    };
+    try {
+      return await simpleGit(gitOptions)
+        .env(this.environment.env)
+        .raw([...args]);
+    } catch (error) {
+      if (parent.aborted) throw new CancelledError(parent.reason);
+      if (timeout.aborted) throw new GitTimeoutError(args, this.timeoutMs);
+      if (failure) throw failure;
+      // simple-git refuses settings that make git run programs (core.sshCommand, hooks, …):
+      // only the user's git_config can bring those, so it is a request that can never work.
+      if (
+        error instanceof GitPluginError &&
+        error.plugin !== 'abort' &&
+        error.plugin !== 'timeout'
+      ) {
+        throw new ConfigurationError([`invalid payload (git_config: ${error.message})`]);
+      }
+      throw error;
+    }
+  }
+}

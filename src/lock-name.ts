@@ -1,0 +1,36 @@
+// The rules a lock name (and a pool name) must follow before any git work happens.
+
+const MAX_NAME_BYTES = 255;
+
+/** Why `name` cannot be a lock name, or undefined when it can. */
+export function lockNameProblem(name: string): string | undefined {
+  if (name === '') return 'is empty';
+  if (Buffer.byteLength(name, 'utf8') > MAX_NAME_BYTES)
+    return `is longer than ${MAX_NAME_BYTES} bytes`;
+  if (name === '.' || name === '..') return `"${name}" is not a name`;
+  if (name.startsWith('.')) return `"${printable(name)}" is a dotfile`;
+  if (name.includes('/') || name.includes('\\'))
+    return `"${printable(name)}" contains a path separator`;
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000-\u001f\u007f]/.test(name))
+    return `"${printable(name)}" contains a control character`;
+  return undefined;
+}
+
+/** Pool folders follow the lock rules and must not look like a git option or pathspec magic. */
+export function poolNameProblem(pool: string): string | undefined {
+  const problem = lockNameProblem(pool);
+  if (problem) return problem;
+  if (pool.startsWith('-')) return `"${printable(pool)}" starts with "-"`;
+  if (pool.startsWith(':')) return `"${printable(pool)}" starts with ":"`;
+  return undefined;
+}
+
+/** Shows control characters as escapes so an error line stays one line. */
+export function printable(text: string): string {
+  return text.replace(
+    // eslint-disable-next-line no-control-regex
+    /[\u0000-\u001f\u007f]/g,
+    (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`,
+  );
+}

@@ -1,0 +1,224 @@
+// The lock policy: one retry loop over one attempt per operation. It decides when to try again,
+// when to wait and when to give up; it never touches git itself (LockStore does).
+import {
+  CancelledError,
+  ConfigurationError,
+  GaveUpError,
+  OperationError,
+  WaitTimeoutError,
+  formatMs,
+} from './errors.js';
+import type { PushOutcome } from './git/push-outcome.js';
+import { decide, type ResolvedOperation } from './lock-operation.js';
+import type { Change, LockState, PoolState } from './pool-state.js';
+
+/** The git mechanism, in lock vocabulary. */
+export interface LockStore {
+  /** Fetches the branch tip into the working copy; returns its commit id. */
+  sync(): Promise<string>;
+  /** The remote branch tip without fetching (cheap polling while waiting). */
+  remoteTip(): Promise<string | undefined>;
+  pool(): Promise<PoolState>;
+  apply(change: Change): Promise<void>;
+  hasStagedChanges(): Promise<boolean>;
+  commit(message: string): Promise<string>;
+  push(): Promise<PushOutcome>;
+  /** The newest commit that touched this lock's file (answer of an update that changed nothing). */
+  lastCommitOf(state: LockState, name: string): Promise<string>;
+  /** Whether the synced tip still carries this claim (its commit, and no later change to the lock). */
+  holds(claim: Claim): Promise<boolean>;
+}
+
+export interface Clock {
+  now(): number;
+  /** Resolves after `ms`, rejects with CancelledError when `signal` aborts. */
+  sleep(ms: number, signal: AbortSignal): Promise<void>;
+  random(): number;
+}
+
+export interface PoolReporter {
+  /** Called on every poll while waiting; the reporter decides what is worth a line. */
+  waiting(reason: string, wanted: readonly string[], waitedMs: number): void;
+  /** A rejected or no-op push: the pool moved under us. */
+  conflict(name: string): void;
+  transient(error: unknown, attempt: number, delayMs: number): void;
+}
+
+export interface Claim {
+  name: string;
+  commit: string;
+}
+
+export interface LockPoolOptions {
+  pool: string;
+  retryDelayMs: number;
+  waitTimeoutMs?: number;
+  /** Builds the commit message for a decision; `claiming` marks commits that take a lock. */
+  message(subject: string, claiming: boolean): string;
+}
+
+export interface Outcome {
+  ref: string;
+  name: string;
+}
+
+/** How often a transient failure (network, server) is retried before giving up. */
+export const TRANSIENT_RETRIES = 4;
+const BACKOFF_MS = [500, 1000, 2000, 4000];
+/** Jitter after a lost race, so racing writers don't collide again in lockstep. */
+const CONFLICT_JITTER_MS = 200;
+
+export class LockPool {
+  /**
+   * A claiming commit that may be on the remote (set before its push, cleared when the push is
+   * rejected). After cancellation this is what the compensating release looks for.
+   */
+  pendingClaim: Claim | undefined;
+
+  constructor(
+    private readonly store: LockStore,
+    private readonly clock: Clock,
+    private readonly reporter: PoolReporter,
+    private readonly options: LockPoolOptions,
+    private readonly signal: AbortSignal,
+  ) {}
+
+  async run(operation: ResolvedOperation): Promise<Outcome> {
+    const started = this.clock.now();
+    let failures = 0;
+    for (;;) {
+      this.throwIfCancelled();
+      try {
+        const result = await this.attempt(operation, started);
+        if (result.kind === 'done') return result.outcome;
+        failures = 0;
+        if (result.kind === 'conflict') {
+          this.reporter.conflict(result.name);
+          await this.clock.sleep(Math.floor(this.clock.random() * CONFLICT_JITTER_MS), this.signal);
+        }
+      } catch (error) {
+        if (!isTransient(error)) throw error;
+        if (failures >= TRANSIENT_RETRIES)
+          throw new GaveUpError(`gave up after ${failures + 1} attempts`, error);
+        const delay = BACKOFF_MS[Math.min(failures, BACKOFF_MS.length - 1)]!;
+        failures++;
+        this.reporter.transient(error, failures, delay);
+        await this.clock.sleep(delay, this.signal);
+      }
+    }
+  }
+
+  private async attempt(
+    operation: ResolvedOperation,
+    started: number,
+  ): Promise<
+    { kind: 'done'; outcome: Outcome } | { kind: 'conflict'; name: string } | { kind: 'waited' }
+  > {
+    const tip = await this.store.sync();
+    // A push whose result we never saw (connection dropped, timed out) may have landed.
+    if (this.pendingClaim) {
+      if (await this.store.holds(this.pendingClaim))
+        return {
+          kind: 'done',
+          outcome: { ref: this.pendingClaim.commit, name: this.pendingClaim.name },
+        };
+      this.pendingClaim = undefined;
+    }
+    const decision = decide(operation, await this.store.pool(), this.options.pool, () =>
+      this.clock.random(),
+    );
+    switch (decision.kind) {
+      case 'fail':
+        throw new OperationError(decision.message);
+      case 'observed':
+        return { kind: 'done', outcome: { ref: tip, name: decision.name } };
+      case 'wait':
+        await this.waitForChange(tip, decision.reason, decision.wanted, started);
+        return { kind: 'waited' };
+      case 'commit': {
+        await this.store.apply(decision.change);
+        if (!(await this.store.hasStagedChanges())) {
+          // An update with the metadata the lock already has: nothing to commit.
+          const ref = await this.store.lastCommitOf('unclaimed', decision.name);
+          return { kind: 'done', outcome: { ref, name: decision.name } };
+        }
+        const ref = await this.store.commit(
+          this.options.message(decision.subject, decision.claiming),
+        );
+        if (decision.claiming) this.pendingClaim = { name: decision.name, commit: ref };
+        this.throwIfCancelled();
+        const pushed = await this.store.push();
+        if (pushed === 'pushed') return { kind: 'done', outcome: { ref, name: decision.name } };
+        this.pendingClaim = undefined;
+        return { kind: 'conflict', name: decision.name };
+      }
+    }
+  }
+
+  /** Sleeps `retry_delay` at a time until the remote tip moves (polled without fetching). */
+  private async waitForChange(
+    tip: string,
+    reason: string,
+    wanted: string[],
+    started: number,
+  ): Promise<void> {
+    for (;;) {
+      const waited = this.clock.now() - started;
+      this.reporter.waiting(reason, wanted, waited);
+      const { waitTimeoutMs } = this.options;
+      if (waitTimeoutMs !== undefined) {
+        const left = waitTimeoutMs - waited;
+        if (left <= 0) {
+          throw new WaitTimeoutError(
+            `timed out after ${formatMs(waitTimeoutMs)} (params.wait_timeout) waiting: ${reason}`,
+          );
+        }
+        await this.clock.sleep(Math.min(this.options.retryDelayMs, left), this.signal);
+        if (this.clock.now() - started >= waitTimeoutMs) {
+          throw new WaitTimeoutError(
+            `timed out after ${formatMs(waitTimeoutMs)} (params.wait_timeout) waiting: ${reason}`,
+          );
+        }
+      } else {
+        await this.clock.sleep(this.options.retryDelayMs, this.signal);
+      }
+      const remote = await this.store.remoteTip();
+      if (remote !== tip) return;
+    }
+  }
+
+  private throwIfCancelled(): void {
+    if (this.signal.aborted) throw new CancelledError(this.signal.reason);
+  }
+}
+
+function isTransient(error: unknown): boolean {
+  return !(
+    error instanceof OperationError ||
+    error instanceof ConfigurationError ||
+    error instanceof CancelledError ||
+    error instanceof WaitTimeoutError
+  );
+}
+
+export type AbandonedClaimResult = 'released' | 'not-held';
+
+/**
+ * After a cancelled put: if our claim reached the remote, push the matching release. Runs on its
+ * own short-lived signal (the run's signal has already fired) and retries lost races until it.
+ */
+export async function releaseAbandonedClaim(
+  store: LockStore,
+  claim: Claim,
+  message: string,
+  signal: AbortSignal,
+): Promise<AbandonedClaimResult> {
+  for (;;) {
+    if (signal.aborted) throw new CancelledError(signal.reason);
+    await store.sync();
+    if (!(await store.holds(claim))) return 'not-held';
+    await store.apply({ kind: 'move', name: claim.name, from: 'claimed', to: 'unclaimed' });
+    await store.commit(message);
+    if ((await store.push()) === 'pushed') return 'released';
+  }
+}

@@ -1,0 +1,120 @@
+// The only module that touches `process`: stdin, argv, env, signals, stdout, exit code. Each
+// script is `main(command)`: read the request, run the command, write one JSON document.
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { CommandContext } from './context.js';
+import { CancelledError, ConfigurationError, describeError } from './errors.js';
+import type { Clock } from './lock-pool.js';
+import { Logger } from './logger.js';
+
+const SIGNAL_NUMBERS = { SIGHUP: 1, SIGINT: 2, SIGTERM: 15 } as const;
+type StopSignal = keyof typeof SIGNAL_NUMBERS;
+
+/** How long a cancelled command may take to wind down (its git children get killed) before cleanup. */
+const SETTLE_MS = 500;
+/** Budget for the compensating release, well inside Concourse's 10 s before SIGKILL. */
+const ABORT_BUDGET_MS = 6_000;
+/** Whatever happens, exit before the SIGKILL that follows SIGTERM by 10 s. */
+const HARD_EXIT_MS = 9_000;
+
+export const systemClock: Clock = {
+  now: () => Date.now(),
+  random: () => Math.random(),
+  async sleep(ms, signal) {
+    try {
+      await sleep(ms, undefined, { signal });
+    } catch {
+      throw new CancelledError(signal.reason);
+    }
+  },
+};
+
+export type Command = (ctx: CommandContext) => Promise<unknown>;
+
+export async function main(command: Command): Promise<void> {
+  const controller = new AbortController();
+  const log = new Logger((text) => process.stderr.write(text));
+  const abortTasks: ((signal: AbortSignal) => Promise<void>)[] = [];
+  const exitTasks: (() => Promise<void>)[] = [];
+  let stoppedBy: { signal: StopSignal; code: number } | undefined;
+  let markStopped: () => void = () => {};
+  const stopped = new Promise<void>((resolve) => (markStopped = resolve));
+
+  const onSignal = (signal: StopSignal) => {
+    const code = 128 + SIGNAL_NUMBERS[signal];
+    if (stoppedBy) {
+      log.info(`received ${signal} again: exiting now`);
+      process.exit(code);
+    }
+    stoppedBy = { signal, code };
+    process.exitCode = code;
+    log.info(`received ${signal}: stopping`);
+    controller.abort(new Error(`stopped by ${signal}`));
+    setTimeout(() => process.exit(code), HARD_EXIT_MS).unref();
+    markStopped();
+  };
+  for (const signal of Object.keys(SIGNAL_NUMBERS) as StopSignal[]) process.on(signal, onSignal);
+
+  const ctx: CommandContext = {
+    stdin: '',
+    args: process.argv.slice(2),
+    env: process.env,
+    log,
+    signal: controller.signal,
+    clock: systemClock,
+    newToken: () => randomUUID(),
+    onAbort: (task) => abortTasks.push(task),
+    onExit: (task) => exitTasks.push(task),
+  };
+
+  const work = readStdin(controller.signal)
+    .then((stdin) => command({ ...ctx, stdin }))
+    .then(
+      (result) => ({ ok: true as const, result }),
+      (error: unknown) => ({ ok: false as const, error }),
+    );
+  const settled = await Promise.race([work, stopped.then(() => undefined)]);
+  if (settled && !stoppedBy) {
+    if (settled.ok) {
+      await writeStdout(`${JSON.stringify(settled.result)}\n`);
+    } else {
+      reportFailure(log, settled.error);
+      process.exitCode = 1;
+    }
+  }
+  if (stoppedBy) {
+    await Promise.race([work, sleep(SETTLE_MS)]);
+    const budget = AbortSignal.timeout(ABORT_BUDGET_MS);
+    for (const task of abortTasks)
+      await task(budget).catch((error: unknown) =>
+        log.error(`error while stopping: ${describeError(error)}`),
+      );
+  }
+  for (const task of exitTasks) await task().catch(() => undefined);
+  if (stoppedBy) {
+    const { code } = stoppedBy;
+    process.stderr.write('', () => process.exit(code));
+  }
+}
+
+function reportFailure(log: Logger, error: unknown): void {
+  if (error instanceof ConfigurationError) {
+    for (const line of error.lines) log.error(line);
+    return;
+  }
+  const message = describeError(error);
+  log.error(/^(error|invalid payload)\b/.test(message) ? message : `error: ${message}`);
+}
+
+async function readStdin(signal: AbortSignal): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) {
+    chunks.push(chunk as Buffer);
+    if (signal.aborted) break;
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+function writeStdout(text: string): Promise<void> {
+  return new Promise((resolve) => process.stdout.write(text, () => resolve()));
+}

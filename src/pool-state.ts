@@ -1,0 +1,20 @@
+// The lock vocabulary shared by the policy and the git mechanism.
+
+export type LockState = 'claimed' | 'unclaimed';
+
+export interface PoolState {
+  /** Lock names in `POOL/claimed/` and `POOL/unclaimed/` (regular files, no dotfiles). */
+  claimed: ReadonlySet<string>;
+  unclaimed: ReadonlySet<string>;
+  /** Entries that look like locks but are not regular files (directories, symlinks). */
+  irregular: ReadonlyMap<string, string>;
+}
+
+export type Change =
+  | { kind: 'move'; name: string; from: LockState; to: LockState }
+  | { kind: 'write'; name: string; state: LockState; content: Buffer }
+  | { kind: 'delete'; name: string; state: LockState };
+
+export function lockPath(pool: string, state: LockState, name: string): string {
+  return `${pool}/${state}/${name}`;
+}

@@ -1,0 +1,475 @@
+// Turns the JSON on stdin into typed, fully defaulted requests for check, in and out (one place,
+// so the three scripts validate alike and report every problem at once).
+import { z } from 'zod';
+import { ConfigurationError } from './errors.js';
+import { nanosToMs, parseGoDuration } from './duration.js';
+import { lockNameProblem, poolNameProblem, printable } from './lock-name.js';
+
+const DEFAULT_RETRY_DELAY_MS = 10_000;
+const DEFAULT_GIT_TIMEOUT_MS = 5 * 60_000;
+/** Anything longer is almost certainly a unit mistake ("10" meaning seconds, read as hours). */
+const MAX_DURATION_MS = 7 * 24 * 3600_000;
+
+export interface HttpsTunnel {
+  proxyHost: string;
+  proxyPort: number;
+  proxyUser?: string;
+  proxyPassword?: string;
+}
+
+export interface GitConfigEntry {
+  name: string;
+  value: string;
+}
+
+export interface Source {
+  uri: string;
+  branch: string;
+  pool: string;
+  privateKey?: string;
+  privateKeyPassphrase?: string;
+  privateKeyUser?: string;
+  forwardAgent: boolean;
+  username?: string;
+  password?: string;
+  gitConfig: GitConfigEntry[];
+  retryDelayMs: number;
+  httpsTunnel?: HttpsTunnel;
+  skipSslVerification: boolean;
+  knownHosts?: string;
+  gitTimeoutMs: number;
+}
+
+export type StepOperationKind =
+  'release' | 'add' | 'add_claimed' | 'remove' | 'update' | 'check' | 'check_unclaimed';
+
+export type OutOperation =
+  { kind: 'acquire' } | { kind: 'claim'; name: string } | { kind: StepOperationKind; step: string };
+
+export interface CheckRequest {
+  source: Source;
+  version?: string;
+}
+
+export interface InRequest {
+  source: Source;
+  version: string;
+  depth?: number;
+}
+
+export interface OutRequest {
+  source: Source;
+  operation: OutOperation;
+  waitTimeoutMs?: number;
+}
+
+export interface Parsed<T> {
+  request: T;
+  warnings: string[];
+}
+
+const OPERATION_KEYS = [
+  'acquire',
+  'release',
+  'remove',
+  'claim',
+  'add',
+  'add_claimed',
+  'update',
+  'check',
+  'check_unclaimed',
+] as const;
+
+const MISSING_OPERATION =
+  'invalid payload (missing acquire, release, remove, claim, add, add_claimed, update, check, or check_unclaimed)';
+
+function duration(field: string, { allowZero }: { allowZero: boolean }) {
+  return z
+    .union([z.string(), z.number()], {
+      error: `invalid payload (${field} must be a duration such as "10s")`,
+    })
+    .transform((value, ctx) => {
+      let ms: number;
+      if (typeof value === 'number') {
+        if (!Number.isSafeInteger(value)) {
+          ctx.addIssue({
+            code: 'custom',
+            message: `invalid payload (${field} must be whole nanoseconds or a duration such as "10s")`,
+          });
+          return z.NEVER;
+        }
+        ms = nanosToMs(value);
+      } else {
+        const parsed = parseGoDuration(value);
+        if ('error' in parsed) {
+          ctx.addIssue({
+            code: 'custom',
+            message: `invalid payload (${field}: ${printable(parsed.error)})`,
+          });
+          return z.NEVER;
+        }
+        ms = parsed.ms;
+      }
+      if (ms < 0 || (!allowZero && ms === 0)) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `invalid payload (${field} must be ${allowZero ? 'zero or more' : 'more than zero'})`,
+        });
+        return z.NEVER;
+      }
+      if (ms > MAX_DURATION_MS) {
+        ctx.addIssue({ code: 'custom', message: `invalid payload (${field} is longer than 168h)` });
+        return z.NEVER;
+      }
+      return ms;
+    });
+}
+
+function requiredString(field: string) {
+  return z
+    .string({
+      error: (issue) =>
+        issue.input === undefined || issue.input === null
+          ? `invalid payload (missing ${field})`
+          : `invalid payload (${field} must be a string)`,
+    })
+    .min(1, `invalid payload (missing ${field})`);
+}
+
+function optionalString(field: string) {
+  return z
+    .string({ error: `invalid payload (${field} must be a string)` })
+    .nullish()
+    .transform((value) => (value === '' || value === null ? undefined : value));
+}
+
+function optionalBoolean(field: string) {
+  return z
+    .boolean({ error: `invalid payload (${field} must be true or false)` })
+    .nullish()
+    .transform((value) => value ?? false);
+}
+
+const SOURCE_SHAPE = {
+  uri: requiredString('uri'),
+  branch: requiredString('branch').refine((branch) => isSafeBranch(branch), {
+    message: 'invalid payload (branch is not a valid branch name)',
+  }),
+  pool: requiredString('pool').superRefine((pool, ctx) => {
+    const problem = poolNameProblem(pool);
+    if (problem) ctx.addIssue({ code: 'custom', message: `invalid payload (pool ${problem})` });
+  }),
+  private_key: optionalString('private_key'),
+  private_key_passphrase: optionalString('private_key_passphrase'),
+  private_key_user: optionalString('private_key_user'),
+  forward_agent: optionalBoolean('forward_agent'),
+  username: optionalString('username'),
+  password: optionalString('password'),
+  git_config: z
+    .array(
+      z.object(
+        {
+          name: z
+            .string({ error: 'invalid payload (git_config entries need a string name)' })
+            .min(1, 'invalid payload (git_config entries need a name)'),
+          value: z
+            .union([z.string(), z.number(), z.boolean()], {
+              error: 'invalid payload (git_config entries need a string value)',
+            })
+            .transform(String),
+        },
+        { error: 'invalid payload (git_config must be a list of {name, value})' },
+      ),
+      { error: 'invalid payload (git_config must be a list of {name, value})' },
+    )
+    .nullish()
+    .transform((entries) => entries ?? []),
+  retry_delay: duration('retry_delay', { allowZero: true }).nullish(),
+  https_tunnel: z
+    .object(
+      {
+        proxy_host: requiredString('https_tunnel.proxy_host'),
+        proxy_port: z.union(
+          [
+            z.number().int().min(1).max(65535),
+            z
+              .string()
+              .regex(/^\d{1,5}$/)
+              .transform(Number),
+          ],
+          {
+            error: 'invalid payload (https_tunnel.proxy_port must be a port number)',
+          },
+        ),
+        proxy_user: optionalString('https_tunnel.proxy_user'),
+        proxy_password: optionalString('https_tunnel.proxy_password'),
+      },
+      { error: 'invalid payload (https_tunnel must be an object)' },
+    )
+    .nullish(),
+  skip_ssl_verification: optionalBoolean('skip_ssl_verification'),
+  known_hosts: optionalString('known_hosts'),
+  git_timeout: duration('git_timeout', { allowZero: false }).nullish(),
+};
+
+const sourceSchema = z
+  .looseObject(SOURCE_SHAPE, { error: 'invalid payload (source must be an object)' })
+  .transform((raw): Source => ({
+    uri: raw.uri,
+    branch: raw.branch,
+    pool: raw.pool,
+    privateKey: raw.private_key,
+    privateKeyPassphrase: raw.private_key_passphrase,
+    privateKeyUser: raw.private_key_user,
+    forwardAgent: raw.forward_agent,
+    username: raw.username,
+    password: raw.password,
+    gitConfig: raw.git_config,
+    retryDelayMs: raw.retry_delay ?? DEFAULT_RETRY_DELAY_MS,
+    httpsTunnel: raw.https_tunnel
+      ? {
+          proxyHost: raw.https_tunnel.proxy_host,
+          proxyPort: raw.https_tunnel.proxy_port,
+          proxyUser: raw.https_tunnel.proxy_user,
+          proxyPassword: raw.https_tunnel.proxy_password,
+        }
+      : undefined,
+    skipSslVerification: raw.skip_ssl_verification,
+    knownHosts: raw.known_hosts,
+    gitTimeoutMs: raw.git_timeout ?? DEFAULT_GIT_TIMEOUT_MS,
+  }));
+
+const commitRef = z
+  .string({ error: 'invalid payload (version.ref must be a string)' })
+  .regex(/^[0-9a-f]{4,64}$/i, 'invalid payload (version.ref must be a commit id)');
+
+const versionSchema = z.looseObject(
+  { ref: commitRef },
+  { error: 'invalid payload (version must be an object with a ref)' },
+);
+
+const checkSchema = z.looseObject({
+  source: z.unknown(),
+  version: z
+    .looseObject(
+      { ref: commitRef.nullish() },
+      { error: 'invalid payload (version must be an object with a ref)' },
+    )
+    .nullish(),
+});
+
+const inSchema = z.looseObject({
+  source: z.unknown(),
+  version: versionSchema.nullish(),
+  params: z
+    .looseObject(
+      {
+        depth: z
+          .number({ error: 'invalid payload (params.depth must be a positive whole number)' })
+          .int('invalid payload (params.depth must be a positive whole number)')
+          .positive('invalid payload (params.depth must be a positive whole number)')
+          .nullish(),
+      },
+      { error: 'invalid payload (params must be an object)' },
+    )
+    .nullish(),
+});
+
+const stepParam = (field: string) =>
+  z
+    .string({ error: `invalid payload (${field} must be the name of a step folder)` })
+    .nullish()
+    .transform((value) => (value === '' || value === null ? undefined : value));
+
+const outParamsShape = {
+  acquire: z.boolean({ error: 'invalid payload (acquire must be true or false)' }).nullish(),
+  claim: z
+    .string({ error: 'invalid payload (claim must be a lock name)' })
+    .nullish()
+    .transform((value) => (value === '' || value === null ? undefined : value)),
+  release: stepParam('release'),
+  add: stepParam('add'),
+  add_claimed: stepParam('add_claimed'),
+  remove: stepParam('remove'),
+  update: stepParam('update'),
+  check: stepParam('check'),
+  check_unclaimed: stepParam('check_unclaimed'),
+  wait_timeout: duration('wait_timeout', { allowZero: false }).nullish(),
+};
+
+const outSchema = z.looseObject({
+  source: z.unknown(),
+  params: z
+    .looseObject(outParamsShape, { error: 'invalid payload (params must be an object)' })
+    .nullish(),
+});
+
+/** Git refuses some branch names; refusing them here keeps them from ever reaching argv. */
+function isSafeBranch(branch: string): boolean {
+  return (
+    !branch.startsWith('-') &&
+    !branch.startsWith('/') &&
+    !branch.endsWith('/') &&
+    !branch.endsWith('.lock') &&
+    !branch.includes('..') &&
+    !branch.includes('//') &&
+    !branch.includes('@{') &&
+    // eslint-disable-next-line no-control-regex
+    !/[\u0000-\u0020\u007f~^:?*[\\]/.test(branch)
+  );
+}
+
+function parseJson(text: string): unknown {
+  if (text.trim() === '')
+    throw new ConfigurationError([
+      'invalid payload (empty input: expected a JSON request on stdin)',
+    ]);
+  try {
+    return JSON.parse(text);
+  } catch {
+    // JSON.parse's message quotes the input, which may hold secrets: say only what is wrong.
+    throw new ConfigurationError(['invalid payload (stdin is not valid JSON)']);
+  }
+}
+
+function issueLines(error: z.ZodError, prefix = ''): string[] {
+  return error.issues.map((issue) => {
+    if (issue.message.startsWith('invalid payload')) return issue.message;
+    const where = [prefix, ...issue.path.map(String)].filter(Boolean).join('.');
+    return `invalid payload (${where || 'request'}: ${issue.message})`;
+  });
+}
+
+function unknownKeys(value: unknown, known: readonly string[], where: string): string[] {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return [];
+  return Object.keys(value)
+    .filter((key) => !known.includes(key))
+    .map((key) => `warning: ignoring unknown ${where} field "${printable(key)}"`);
+}
+
+function expectObject(value: unknown): void {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new ConfigurationError(['invalid payload (expected a JSON object on stdin)']);
+  }
+}
+
+function parseSource(raw: unknown, problems: string[], warnings: string[]): Source | undefined {
+  if (raw === undefined || raw === null) {
+    problems.push(
+      'invalid payload (missing uri)',
+      'invalid payload (missing branch)',
+      'invalid payload (missing pool)',
+    );
+    return undefined;
+  }
+  const result = sourceSchema.safeParse(raw);
+  warnings.push(...unknownKeys(raw, Object.keys(SOURCE_SHAPE), 'source'));
+  if (!result.success) {
+    problems.push(...issueLines(result.error, 'source'));
+    return undefined;
+  }
+  return result.data;
+}
+
+function finish<T>(problems: string[], build: () => T, warnings: string[]): Parsed<T> {
+  if (problems.length > 0) throw new ConfigurationError([...new Set(problems)]);
+  return { request: build(), warnings };
+}
+
+export function parseCheckRequest(text: string): Parsed<CheckRequest> {
+  const raw = parseJson(text);
+  expectObject(raw);
+  const problems: string[] = [];
+  const warnings: string[] = [];
+  const envelope = checkSchema.safeParse(raw);
+  if (!envelope.success) problems.push(...issueLines(envelope.error));
+  const source = parseSource((raw as { source?: unknown }).source, problems, warnings);
+  return finish(
+    problems,
+    () => ({ source: source!, version: envelope.data?.version?.ref ?? undefined }),
+    warnings,
+  );
+}
+
+export function parseInRequest(text: string): Parsed<InRequest> {
+  const raw = parseJson(text);
+  expectObject(raw);
+  const problems: string[] = [];
+  const warnings: string[] = [];
+  const envelope = inSchema.safeParse(raw);
+  if (!envelope.success) problems.push(...issueLines(envelope.error));
+  const source = parseSource((raw as { source?: unknown }).source, problems, warnings);
+  if (envelope.success && !envelope.data.version)
+    problems.push('invalid payload (missing version)');
+  if (envelope.success) warnings.push(...unknownKeys(envelope.data.params, ['depth'], 'params'));
+  return finish(
+    problems,
+    () => ({
+      source: source!,
+      version: envelope.data!.version!.ref,
+      depth: envelope.data!.params?.depth ?? undefined,
+    }),
+    warnings,
+  );
+}
+
+export function parseOutRequest(text: string): Parsed<OutRequest> {
+  const raw = parseJson(text);
+  expectObject(raw);
+  const problems: string[] = [];
+  const warnings: string[] = [];
+  const envelope = outSchema.safeParse(raw);
+  if (!envelope.success) problems.push(...issueLines(envelope.error));
+  const source = parseSource((raw as { source?: unknown }).source, problems, warnings);
+  let operation: OutOperation | undefined;
+  if (envelope.success) {
+    const params: Partial<OutParams> = envelope.data.params ?? {};
+    warnings.push(...unknownKeys(params, Object.keys(outParamsShape), 'params'));
+    const chosen = OPERATION_KEYS.filter((key) =>
+      key === 'acquire' ? params.acquire === true : params[key] !== undefined,
+    );
+    if (chosen.length === 0) problems.push(MISSING_OPERATION);
+    else if (chosen.length > 1) {
+      problems.push(
+        `invalid payload (params has more than one operation: ${chosen.join(', ')}; a put does exactly one)`,
+      );
+    } else {
+      operation = toOperation(chosen[0]!, params, problems);
+    }
+  }
+  return finish(
+    problems,
+    () => ({
+      source: source!,
+      operation: operation!,
+      waitTimeoutMs: envelope.data!.params?.wait_timeout ?? undefined,
+    }),
+    warnings,
+  );
+}
+
+type OutParams = z.infer<z.ZodObject<typeof outParamsShape>>;
+
+function toOperation(
+  key: (typeof OPERATION_KEYS)[number],
+  params: Partial<OutParams>,
+  problems: string[],
+): OutOperation | undefined {
+  if (key === 'acquire') return { kind: 'acquire' };
+  if (key === 'claim') {
+    const name = params.claim!;
+    const problem = lockNameProblem(name);
+    if (problem) {
+      problems.push(`invalid payload (claim: lock name ${problem})`);
+      return undefined;
+    }
+    return { kind: 'claim', name };
+  }
+  const step = params[key]!;
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000]/.test(step)) {
+    problems.push(`invalid payload (${key}: step folder contains a NUL character)`);
+    return undefined;
+  }
+  return { kind: key, step };
+}

@@ -1,0 +1,60 @@
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
+import { runScript, tempDir } from '../helpers/run-script.js';
+
+let repo: LockRepo;
+afterEach(async () => repo?.cleanup());
+
+function source(extra: Record<string, unknown> = {}) {
+  return { uri: repo.bare, branch: repo.branch, pool: 'pool', retry_delay: '100ms', ...extra };
+}
+
+async function stepWith(name: string): Promise<string> {
+  const src = await tempDir();
+  await mkdir(join(src, 'lock'));
+  await writeFile(join(src, 'lock', 'name'), `${name}\n`);
+  return src;
+}
+
+describe('out acquire → in → release', () => {
+  it('claims a lock, fetches it, and gives it back', async () => {
+    repo = await createLockRepo({ pool: { unclaimed: { 'lock-a': '{"env":"a"}\n' } } });
+    const src = await tempDir();
+    const acquired = await runScript(
+      'out',
+      { source: source(), params: { acquire: true } },
+      { args: [src] },
+    );
+    expect(acquired.code).toBe(0);
+    const response = JSON.parse(acquired.stdout);
+    expect(response).toEqual({
+      version: { ref: await repo.tip() },
+      metadata: [
+        { name: 'lock_name', value: 'lock-a' },
+        { name: 'pool_name', value: 'pool' },
+      ],
+    });
+    expect(acquired.stderr).toContain('acquiring lock on: pool');
+    expect(acquired.stderr).toContain('acquired!');
+    expect(await repo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
+
+    const dest = await tempDir();
+    const fetched = await runScript(
+      'in',
+      { source: source(), version: response.version },
+      { args: [dest] },
+    );
+    expect(fetched.code).toBe(0);
+
+    const released = await runScript(
+      'out',
+      { source: source(), params: { release: 'lock' } },
+      { args: [await stepWith('lock-a')] },
+    );
+    expect(released.code).toBe(0);
+    expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
+    expect((await repo.subjects()).slice(0, 2)).toEqual(['unclaiming: lock-a', 'claiming: lock-a']);
+  });
+});

@@ -1,0 +1,22 @@
+import { describe, expect, it } from 'vitest';
+import { parseGoDuration } from '../../src/duration.js';
+
+describe('parseGoDuration', () => {
+  it.each([
+    ['10s', 10_000],
+    ['1m30s', 90_000],
+    ['250ms', 250],
+    ['1h', 3_600_000],
+    ['1.5s', 1_500],
+    ['0', 0],
+    ['100us', 1],
+    ['2h45m', 9_900_000],
+    ['-5s', -5_000],
+  ])('%s is %d ms', (text, ms) => {
+    expect(parseGoDuration(text)).toEqual({ ms });
+  });
+
+  it.each(['', '10', 's', '10x', '1m 30s', 'ten seconds', '1.2.3s'])('"%s" is refused', (text) => {
+    expect(parseGoDuration(text)).toHaveProperty('error');
+  });
+});

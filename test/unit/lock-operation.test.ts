@@ -1,0 +1,135 @@
+import { describe, expect, it } from 'vitest';
+import { decide, type ResolvedOperation } from '../../src/lock-operation.js';
+import type { PoolState } from '../../src/pool-state.js';
+
+function pool(claimed: string[], unclaimed: string[]): PoolState {
+  return { claimed: new Set(claimed), unclaimed: new Set(unclaimed), irregular: new Map() };
+}
+
+const meta = Buffer.from('{}');
+const first = () => 0;
+
+describe('decide', () => {
+  it.each<[string, ResolvedOperation, PoolState, string, string?]>([
+    [
+      'acquire takes an unclaimed lock',
+      { kind: 'acquire' },
+      pool(['a'], ['b']),
+      'commit',
+      'claiming: b',
+    ],
+    ['acquire waits when none is free', { kind: 'acquire' }, pool(['a'], []), 'wait'],
+    [
+      'claim takes the named lock',
+      { kind: 'claim', name: 'b' },
+      pool([], ['a', 'b']),
+      'commit',
+      'claiming: b',
+    ],
+    ['claim waits while it is claimed', { kind: 'claim', name: 'a' }, pool(['a'], []), 'wait'],
+    ['claim waits while it exists nowhere', { kind: 'claim', name: 'x' }, pool([], []), 'wait'],
+    [
+      'release moves it back',
+      { kind: 'release', name: 'a' },
+      pool(['a'], []),
+      'commit',
+      'unclaiming: a',
+    ],
+    ['release of an unclaimed lock fails', { kind: 'release', name: 'a' }, pool([], ['a']), 'fail'],
+    ['release of a missing lock fails', { kind: 'release', name: 'a' }, pool([], []), 'fail'],
+    [
+      'remove deletes a claimed lock',
+      { kind: 'remove', name: 'a' },
+      pool(['a'], []),
+      'commit',
+      'removing: a',
+    ],
+    ['remove of an unclaimed lock fails', { kind: 'remove', name: 'a' }, pool([], ['a']), 'fail'],
+    [
+      'add creates it unclaimed',
+      { kind: 'add', name: 'n', metadata: meta },
+      pool([], []),
+      'commit',
+      'adding unclaimed: n',
+    ],
+    [
+      'add of an existing name fails',
+      { kind: 'add', name: 'a', metadata: meta },
+      pool(['a'], []),
+      'fail',
+    ],
+    [
+      'add_claimed creates it claimed',
+      { kind: 'add_claimed', name: 'n', metadata: meta },
+      pool([], []),
+      'commit',
+      'adding claimed: n',
+    ],
+    [
+      'add_claimed of an existing name fails',
+      { kind: 'add_claimed', name: 'a', metadata: meta },
+      pool([], ['a']),
+      'fail',
+    ],
+    [
+      'update rewrites an unclaimed lock',
+      { kind: 'update', name: 'a', metadata: meta },
+      pool([], ['a']),
+      'commit',
+      'updating: a',
+    ],
+    [
+      'update adds a missing lock',
+      { kind: 'update', name: 'n', metadata: meta },
+      pool([], []),
+      'commit',
+      'adding unclaimed: n',
+    ],
+    [
+      'update waits while claimed',
+      { kind: 'update', name: 'a', metadata: meta },
+      pool(['a'], []),
+      'wait',
+    ],
+    ['check waits while claimed', { kind: 'check', name: 'a' }, pool(['a'], []), 'wait'],
+    ['check sees an unclaimed lock', { kind: 'check', name: 'a' }, pool([], ['a']), 'observed'],
+    ['check of a missing lock fails', { kind: 'check', name: 'a' }, pool([], []), 'fail'],
+    [
+      'check_unclaimed waits while unclaimed',
+      { kind: 'check_unclaimed', name: 'a' },
+      pool([], ['a']),
+      'wait',
+    ],
+    [
+      'check_unclaimed sees a claimed lock',
+      { kind: 'check_unclaimed', name: 'a' },
+      pool(['a'], []),
+      'observed',
+    ],
+    [
+      'check_unclaimed of a missing lock fails',
+      { kind: 'check_unclaimed', name: 'a' },
+      pool([], []),
+      'fail',
+    ],
+  ])('%s', (_title, operation, state, kind, subject) => {
+    const decision = decide(operation, state, 'p', first);
+    expect(decision.kind).toBe(kind);
+    if (subject) expect(decision).toMatchObject({ subject });
+  });
+
+  it('acquire picks among the unclaimed locks by the random source', () => {
+    const state = pool([], ['a', 'b', 'c']);
+    expect(decide({ kind: 'acquire' }, state, 'p', () => 0)).toMatchObject({ name: 'a' });
+    expect(decide({ kind: 'acquire' }, state, 'p', () => 0.5)).toMatchObject({ name: 'b' });
+    expect(decide({ kind: 'acquire' }, state, 'p', () => 0.99)).toMatchObject({ name: 'c' });
+  });
+
+  it('refuses a lock that is a directory or symlink', () => {
+    const state: PoolState = {
+      ...pool([], []),
+      irregular: new Map([['unclaimed/a', 'a directory']]),
+    };
+    expect(decide({ kind: 'claim', name: 'a' }, state, 'p', first)).toMatchObject({ kind: 'fail' });
+  });
+});
