@@ -1,6 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { startGitDaemon } from '../helpers/git-daemon.js';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript, tempDir } from '../helpers/run-script.js';
 
@@ -56,5 +57,24 @@ describe('out acquire → in → release', () => {
     expect(released.code).toBe(0);
     expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
     expect((await repo.subjects()).slice(0, 2)).toEqual(['unclaiming: lock-a', 'claiming: lock-a']);
+  });
+});
+
+describe('over git daemon', () => {
+  it('acquires a lock through git://', async () => {
+    repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
+    const daemon = await startGitDaemon(repo.root);
+    try {
+      const src = await tempDir();
+      const result = await runScript(
+        'out',
+        { source: source({ uri: daemon.url(repo.bare) }), params: { acquire: true } },
+        { args: [src] },
+      );
+      expect(result.code).toBe(0);
+      expect(await repo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
+    } finally {
+      await daemon.stop();
+    }
   });
 });

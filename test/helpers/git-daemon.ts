@@ -1,0 +1,81 @@
+// A real `git daemon` on 127.0.0.1 serving a folder of bare repositories, with receive-pack on.
+// git daemon never says which port it bound, so a free port is picked first (retrying on a clash)
+// and the daemon is polled until it accepts connections.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer, connect } from 'node:net';
+import { relative } from 'node:path';
+
+export interface GitDaemon {
+  port: number;
+  /** `git://127.0.0.1:PORT/<path relative to the base folder>` */
+  url(bareRepo: string): string;
+  /** Everything the daemon logged (one line per connection with --verbose). */
+  log(): string;
+  stop(): Promise<void>;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+export async function startGitDaemon(basePath: string): Promise<GitDaemon> {
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const port = await freePort();
+    const child: ChildProcess = spawn(
+      'git',
+      [
+        'daemon',
+        '--reuseaddr',
+        '--verbose',
+        '--export-all',
+        '--enable=receive-pack',
+        '--listen=127.0.0.1',
+        `--port=${port}`,
+        `--base-path=${basePath}`,
+        basePath,
+      ],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
+    let log = '';
+    child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (log += chunk));
+    let exited = false;
+    child.on('exit', () => (exited = true));
+    for (let i = 0; i < 100 && !exited; i++) {
+      if (await accepts(port)) {
+        return {
+          port,
+          url: (bareRepo) => `git://127.0.0.1:${port}/${relative(basePath, bareRepo)}`,
+          log: () => log,
+          stop: () =>
+            new Promise((resolve) => {
+              if (exited) return resolve();
+              child.once('exit', () => resolve());
+              child.kill('SIGTERM');
+            }),
+        };
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    child.kill('SIGKILL');
+  }
+  throw new Error('git daemon did not start');
+}
