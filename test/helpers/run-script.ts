@@ -5,7 +5,10 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
-export const ASSETS = resolve(import.meta.dirname, '../../assets');
+// POOL_RESOURCE_ASSETS points the end-to-end tests at an installed payload (the image's tests stage
+// sets it to /opt/resource); by default they run the repository's assets/ scripts.
+export const ASSETS =
+  process.env.POOL_RESOURCE_ASSETS ?? resolve(import.meta.dirname, '../../assets');
 
 export interface ScriptResult {
   code: number | null;

@@ -1,0 +1,149 @@
+// The payload `npm run package` writes (what the image puts in /opt/resource) works on its own:
+// copied to a folder outside the repository, run with only node and git on PATH, it does the
+// whole job and still stops cleanly on SIGTERM.
+import { execFileSync } from 'node:child_process';
+import { cp, mkdir, mkdtemp, readFile, readdir, rm, stat, symlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { packageResource } from '../../scripts/package.mjs';
+import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
+import { runScript, startScript } from '../helpers/run-script.js';
+
+const REPOSITORY = resolve(import.meta.dirname, '../..');
+
+let scratch: string;
+let payload: string;
+/** A PATH holding only `node` and `git`, as on the image. */
+let env: Record<string, string>;
+let repo: LockRepo | undefined;
+
+beforeAll(async () => {
+  scratch = await mkdtemp(join(tmpdir(), 'pool-package-'));
+  const built = join(scratch, 'built');
+  await packageResource({ outDir: built });
+  // Moved after packaging: nothing in it may depend on where it was written.
+  payload = join(scratch, 'opt', 'resource');
+  await mkdir(join(scratch, 'opt'));
+  await cp(built, payload, { recursive: true });
+  await rm(built, { recursive: true });
+
+  const bin = join(scratch, 'bin');
+  await mkdir(bin);
+  await symlink(process.execPath, join(bin, 'node'));
+  await symlink(execFileSync('which', ['git'], { encoding: 'utf8' }).trim(), join(bin, 'git'));
+  env = { PATH: bin, HOME: scratch };
+}, 120_000);
+
+afterAll(async () => {
+  if (scratch) await rm(scratch, { recursive: true, force: true });
+});
+
+afterEach(async () => {
+  await repo?.cleanup();
+  repo = undefined;
+});
+
+async function filesUnder(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { withFileTypes: true, recursive: true });
+  return entries
+    .filter((entry) => entry.isFile())
+    .map((entry) => join(entry.parentPath, entry.name).slice(dir.length + 1))
+    .sort();
+}
+
+describe('the packaged resource', () => {
+  it('holds the scripts as node executables and no node_modules', async () => {
+    const files = await filesUnder(payload);
+    for (const script of ['check', 'in', 'out']) {
+      expect(files).toContain(script);
+      const text = await readFile(join(payload, script), 'utf8');
+      expect(text.startsWith('#!/usr/bin/env node\n')).toBe(true);
+      expect((await stat(join(payload, script))).mode & 0o111).toBe(0o111);
+    }
+    expect(files.some((file) => file.includes('node_modules'))).toBe(false);
+    for (const file of files) {
+      // No path of the machine that built it (it is copied into an image).
+      expect(await readFile(join(payload, file), 'utf8')).not.toContain(REPOSITORY);
+    }
+  });
+
+  it('acquires, fetches, releases and checks a lock from a copy outside the repository', async () => {
+    repo = await createLockRepo({
+      pool: { unclaimed: { 'lock-a': '{"env":"a"}\n' } },
+    });
+    const source = { uri: repo.bare, branch: repo.branch, pool: 'pool', retry_delay: '100ms' };
+    const build = await mkdtemp(join(scratch, 'build-'));
+    const run = (script: string, request: unknown, args: string[]) =>
+      runScript(script, request, { assets: payload, args, env });
+
+    const acquired = await run('out', { source, params: { acquire: true } }, [build]);
+    expect(acquired.stderr).toContain('acquired!');
+    expect(acquired.code).toBe(0);
+    const acquiredRef = await repo.tip();
+    expect(JSON.parse(acquired.stdout)).toEqual({
+      version: { ref: acquiredRef },
+      metadata: [
+        { name: 'lock_name', value: 'lock-a' },
+        { name: 'pool_name', value: 'pool' },
+      ],
+    });
+    expect(await repo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
+
+    // The implicit get after the put writes the lock where the release step reads it.
+    const fetched = await run('in', { source, version: { ref: acquiredRef } }, [
+      join(build, 'lock'),
+    ]);
+    expect(fetched.code).toBe(0);
+    expect(JSON.parse(fetched.stdout).version).toEqual({ ref: acquiredRef });
+    expect(await readFile(join(build, 'lock', 'name'), 'utf8')).toBe('lock-a\n');
+    expect(await readFile(join(build, 'lock', 'metadata'), 'utf8')).toBe('{"env":"a"}\n');
+
+    const released = await run('out', { source, params: { release: 'lock' } }, [build]);
+    expect(released.code).toBe(0);
+    const releasedRef = await repo.tip();
+    expect(JSON.parse(released.stdout).version).toEqual({ ref: releasedRef });
+    expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
+
+    const checked = await run('check', { source, version: { ref: acquiredRef } }, []);
+    expect(checked.code).toBe(0);
+    expect(JSON.parse(checked.stdout)).toEqual([{ ref: acquiredRef }, { ref: releasedRef }]);
+  });
+
+  it('stops at once on SIGTERM while waiting for a lock', async () => {
+    repo = await createLockRepo({ pool: { claimed: ['lock-a'] } });
+    const source = { uri: repo.bare, branch: repo.branch, pool: 'pool', retry_delay: '100ms' };
+    const build = await mkdtemp(join(scratch, 'build-'));
+    const running = startScript(
+      'out',
+      { source, params: { acquire: true } },
+      { assets: payload, args: [build], env },
+    );
+    await running.waitForStderr(/waiting for lock/);
+    const sent = Date.now();
+    running.child.kill('SIGTERM');
+    const result = await running.done;
+    expect(result.code).toBe(143);
+    expect(result.stdout).toBe('');
+    // The packaged process is the one that got the signal: it stopped well inside the 10 s
+    // Concourse allows before SIGKILL, and took nothing.
+    expect(Date.now() - sent).toBeLessThan(5_000);
+    expect(await repo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
+  });
+
+  it('refuses a bad request with one line per problem and no stack trace', async () => {
+    const result = await runScript(
+      'out',
+      { source: { uri: 'x', branch: 'master' }, params: {} },
+      {
+        assets: payload,
+        args: [await mkdtemp(join(scratch, 'build-'))],
+        env,
+      },
+    );
+    expect(result.code).toBe(1);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toContain('invalid payload (missing pool)');
+    expect(result.stderr).not.toMatch(/\n\s+at /);
+  });
+});
