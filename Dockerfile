@@ -1,0 +1,62 @@
+# syntax=docker/dockerfile:1
+# The pool resource image: /opt/resource/{check,in,out,pool} are node programs (no shell wrapper,
+# so the process Concourse starts and signals is the one doing the work). The runtime needs only
+# node, git and CA certificates: SSH is spoken in-process, so no OpenSSH client, ssh-agent,
+# proxytunnel, bash scripts or jq.
+#
+#   docker build -t pool-resource .                   builds, runs unit and end-to-end tests
+#   docker build --target runtime -t pool-resource .  the same image without the end-to-end run
+#
+# /opt/resource is exactly what `npm run package` writes to build/resource/.
+
+ARG NODE_VERSION=24
+ARG DEBIAN_RELEASE=trixie
+
+# --- build: install, compile, unit tests, package -------------------------------------------
+FROM node:${NODE_VERSION}-${DEBIAN_RELEASE}-slim AS build
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends git ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY package.json package-lock.json ./
+# No install scripts: ssh2's and cpu-features' native builds are optional (ssh2 falls back to
+# pure JavaScript and the payload leaves them out), and esbuild runs from its platform package.
+RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY . .
+RUN npm run build \
+ && npx vitest run test/unit \
+ && node scripts/package.mjs
+
+# --- runtime: node, git, CA certificates and the payload ------------------------------------
+FROM node:${NODE_VERSION}-${DEBIAN_RELEASE}-slim AS runtime
+# --no-install-recommends keeps git's recommended ssh-client, less and patch out. The resource
+# never installs packages, so the package managers and the shell entrypoint of the node image go.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends git ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && rm -rf /usr/local/lib/node_modules /usr/local/bin/npm /usr/local/bin/npx \
+      /usr/local/bin/corepack /usr/local/bin/yarn /usr/local/bin/yarnpkg /opt/yarn-* \
+      /usr/local/bin/docker-entrypoint.sh
+COPY --from=build /src/build/resource/ /opt/resource/
+ENTRYPOINT []
+CMD ["node"]
+LABEL org.opencontainers.image.title="pool-resource" \
+      org.opencontainers.image.description="Concourse pool resource: locks in a git repository, stopping cleanly on every signal" \
+      org.opencontainers.image.licenses="Apache-2.0"
+
+# --- tests: the end-to-end suite against /opt/resource ---------------------------------------
+FROM runtime AS tests
+# The suite starts its own sshd and git daemon on 127.0.0.1 (git daemon ships with git).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends openssh-server openssh-client \
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=build /src /src
+WORKDIR /src
+ENV POOL_RESOURCE_ASSETS=/opt/resource
+RUN node node_modules/vitest/vitest.mjs run test/integration \
+ && mkdir -m 0755 /tests-passed
+
+# --- the image: runtime, built only once the tests stage passed -----------------------------
+FROM runtime
+# Copies nothing (the folder is empty); it makes the default build run the tests stage first.
+COPY --from=tests /tests-passed/ /opt/resource/
