@@ -5,8 +5,7 @@
 // Layout (mirrors dist/ one folder deep, so a module that finds a sibling program through
 // `import.meta.url` finds it here too):
 //   check in out pool   the scripts from assets/, importing ./bin/*.js instead of ../dist/bin/*.js
-//   bin/*.js            one entry per script
-//   transport/*.js …    programs started by path (see EXTRA_PROGRAMS)
+//   bin/*.js            the programs: one per script, and those git starts by path (ssh)
 //   lib/*.js            code shared by the entries
 //   package.json        {"type": "module"}: the extensionless scripts and lib/*.js are ES modules
 //   THIRD-PARTY-NOTICES the licences of the bundled packages
@@ -19,14 +18,12 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
 /**
- * Programs that git (or the resource itself) starts by path rather than through a script in
- * assets/. Paths are relative to dist/; each is bundled when it exists, skipped when it does not.
- * Add a line here for a new one; scripts in assets/ need nothing (their imports are followed).
+ * Where the programs are, relative to dist/: every `.js` file directly in one of these folders is
+ * bundled as an entry point. bin/ holds the scripts' entries (check, in, out, pool) and the
+ * programs git starts by path (ssh: GIT_SSH_COMMAND). Add a folder here for programs kept
+ * elsewhere; the files that assets/ scripts import are entries in any case.
  */
-export const EXTRA_PROGRAMS = [
-  'transport/ssh.js', // GIT_SSH_COMMAND: git's SSH transport over ssh2
-  'transport/askpass.js', // GIT_ASKPASS: answers git's credential prompts
-];
+export const PROGRAM_FOLDERS = ['bin'];
 
 /** ssh2's optional native parts: it falls back to pure JavaScript when they cannot be loaded. */
 const NATIVE_OPTIONAL = ['cpu-features', '*.node'];
@@ -47,7 +44,7 @@ async function assetEntries(assetsDir) {
 
 /**
  * esbuild keeps `import.meta.url` as the URL of the output file a module lands in. Every output
- * file sits one folder below the payload's root (bin/, transport/, lib/), so the URL a module
+ * file sits one folder below the payload's root (bin/, lib/), so the URL a module
  * would have in dist/ is the same path relative to that root: rewrite it to that.
  */
 function distUrlPlugin(distDir) {
@@ -74,12 +71,12 @@ function distUrlPlugin(distDir) {
   };
 }
 
-async function licenceNotices(metafile) {
+async function licenceNotices(root, metafile) {
   const packages = new Map();
   for (const input of Object.keys(metafile.inputs)) {
     const match = /(?:^|\/)node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(input);
     if (!match) continue;
-    const dir = join(ROOT, input.slice(0, match.index + match[0].length));
+    const dir = join(root, input.slice(0, match.index + match[0].length));
     packages.set(match[1], dir);
   }
   const sections = [];
@@ -110,8 +107,11 @@ export async function packageResource(options = {}) {
   const distDir = join(root, 'dist');
   const scripts = await assetEntries(join(root, 'assets'));
   const entries = new Set(scripts.flatMap((script) => script.targets));
-  for (const program of EXTRA_PROGRAMS) {
-    if (existsSync(join(distDir, program))) entries.add(program);
+  for (const folder of PROGRAM_FOLDERS) {
+    if (!existsSync(join(distDir, folder))) continue;
+    for (const file of (await readdir(join(distDir, folder))).sort()) {
+      if (file.endsWith('.js')) entries.add(`${folder}/${file}`);
+    }
   }
   for (const entry of entries) {
     if (!existsSync(join(distDir, entry))) {
@@ -171,7 +171,7 @@ export async function packageResource(options = {}) {
     join(outDir, 'package.json'),
     `${JSON.stringify({ name: 'pool-resource', version, license, private: true, type: 'module' }, null, 2)}\n`,
   );
-  await writeFile(join(outDir, 'THIRD-PARTY-NOTICES'), await licenceNotices(result.metafile));
+  await writeFile(join(outDir, 'THIRD-PARTY-NOTICES'), await licenceNotices(root, result.metafile));
   const licence = join(root, 'LICENSE');
   if (existsSync(licence)) await cp(licence, join(outDir, 'LICENSE'));
 

@@ -2,7 +2,17 @@
 // copied to a folder outside the repository, run with only node and git on PATH, it does the
 // whole job and still stops cleanly on SIGTERM.
 import { execFileSync } from 'node:child_process';
-import { cp, mkdir, mkdtemp, readFile, readdir, rm, stat, symlink } from 'node:fs/promises';
+import {
+  cp,
+  mkdir,
+  mkdtemp,
+  readFile,
+  readdir,
+  rm,
+  stat,
+  symlink,
+  writeFile,
+} from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -145,5 +155,68 @@ describe('the packaged resource', () => {
     expect(result.stdout).toBe('');
     expect(result.stderr).toContain('invalid payload (missing pool)');
     expect(result.stderr).not.toMatch(/\n\s+at /);
+  });
+});
+
+describe('packaging', () => {
+  it('keeps programs findable from import.meta.url and bundles ssh2 without its native parts', async () => {
+    // A small project shaped like this one: a script, its entry in dist/bin/, a module in
+    // dist/git/ that finds another program of dist/bin/ relative to itself (as the SSH command
+    // is found), a CommonJS dependency using require and __dirname, and the real ssh2.
+    const root = await mkdtemp(join(scratch, 'project-'));
+    await symlink(join(REPOSITORY, 'node_modules'), join(root, 'node_modules'));
+    await writeFile(join(root, 'package.json'), '{"name": "probe", "version": "1.0.0"}\n');
+    await mkdir(join(root, 'assets'));
+    await writeFile(
+      join(root, 'assets', 'probe'),
+      "#!/usr/bin/env node\nimport '../dist/bin/probe.js';\n",
+    );
+    await mkdir(join(root, 'dist', 'bin'), { recursive: true });
+    await mkdir(join(root, 'dist', 'git'));
+    await mkdir(join(root, 'dist', 'vendor'));
+    await writeFile(
+      join(root, 'dist', 'git', 'locate.js'),
+      "import { fileURLToPath } from 'node:url';\n" +
+        "export const helper = fileURLToPath(new URL('../bin/helper.js', import.meta.url));\n",
+    );
+    await writeFile(
+      join(root, 'dist', 'bin', 'helper.js'),
+      "process.stdout.write('helper ran');\n",
+    );
+    await writeFile(
+      join(root, 'dist', 'vendor', 'legacy.cjs'),
+      "const path = require('node:path');\nmodule.exports = path.basename(__dirname);\n",
+    );
+    await writeFile(
+      join(root, 'dist', 'bin', 'probe.js'),
+      [
+        "import { execFileSync } from 'node:child_process';",
+        "import ssh2 from 'ssh2';",
+        "import legacy from '../vendor/legacy.cjs';",
+        "import { helper } from '../git/locate.js';",
+        "const key = ssh2.utils.parseKey(ssh2.utils.generateKeyPairSync('ed25519').private);",
+        'const ran = execFileSync(process.execPath, [helper], { encoding: "utf8" });',
+        'console.log(JSON.stringify({ helper, ran, key: key.type, legacy, client: typeof ssh2.Client }));',
+      ].join('\n'),
+    );
+
+    const out = join(scratch, 'probe-payload');
+    const { entries } = await packageResource({ root, outDir: out });
+    expect(entries.sort()).toEqual(['bin/helper.js', 'bin/probe.js']);
+    const moved = join(scratch, 'elsewhere');
+    await cp(out, moved, { recursive: true });
+    await rm(out, { recursive: true });
+
+    const result = await runScript('probe', '', { assets: moved, env });
+    expect(result.stderr).toBe('');
+    expect(JSON.parse(result.stdout)).toEqual({
+      helper: join(moved, 'bin', 'helper.js'),
+      ran: 'helper ran',
+      key: 'ssh-ed25519',
+      // __dirname of a bundled CommonJS module is the folder of the file it landed in.
+      legacy: expect.stringMatching(/^(bin|lib)$/),
+      client: 'function',
+    });
+    expect(await readFile(join(moved, 'THIRD-PARTY-NOTICES'), 'utf8')).toContain('ssh2@');
   });
 });
