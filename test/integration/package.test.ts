@@ -65,7 +65,10 @@ async function filesUnder(dir: string): Promise<string[]> {
 describe('the packaged resource', () => {
   it('holds the scripts as node executables and no node_modules', async () => {
     const files = await filesUnder(payload);
-    for (const script of ['check', 'in', 'out']) {
+    // Every script of assets/ (check, in, out, and pool where it exists) as a node executable.
+    const scripts = await readdir(resolve(REPOSITORY, 'assets'));
+    expect(scripts).toEqual(expect.arrayContaining(['check', 'in', 'out']));
+    for (const script of scripts) {
       expect(files).toContain(script);
       const text = await readFile(join(payload, script), 'utf8');
       expect(text.startsWith('#!/usr/bin/env node\n')).toBe(true);
