@@ -71,6 +71,25 @@ function distUrlPlugin(distDir) {
   };
 }
 
+/**
+ * zod re-exports every translation of its messages as `z.locales`; the resource only ever shows the
+ * English ones (which zod loads on its own), so the others are left out: two thirds of its size.
+ */
+const zodLocalesPlugin = {
+  name: 'zod-without-locales',
+  setup(pluginBuild) {
+    pluginBuild.onResolve({ filter: /^\.\.\/locales\/index\.js$/ }, (args) =>
+      /[\\/]zod[\\/]/.test(args.importer)
+        ? { path: 'zod-locales', namespace: 'zod-without-locales' }
+        : undefined,
+    );
+    pluginBuild.onLoad({ filter: /.*/, namespace: 'zod-without-locales' }, () => ({
+      contents: 'export {};',
+      loader: 'js',
+    }));
+  },
+};
+
 async function licenceNotices(root, metafile) {
   const packages = new Map();
   for (const input of Object.keys(metafile.inputs)) {
@@ -156,7 +175,7 @@ export async function packageResource(options = {}) {
       ].join(' '),
     },
     define: { __filename: '__poolFilename', __dirname: '__poolDirname' },
-    plugins: [distUrlPlugin(distDir)],
+    plugins: [distUrlPlugin(distDir), zodLocalesPlugin],
     metafile: true,
     logLevel: 'warning',
   });

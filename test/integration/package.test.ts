@@ -144,6 +144,32 @@ describe('the packaged resource', () => {
     expect(await repo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
   });
 
+  it('answers bad requests word for word as the repository scripts do', async () => {
+    // zod's own English messages (some lines quote them) must survive the bundling.
+    const requests: [string, unknown][] = [
+      ['check', {}],
+      ['check', { source: { uri: 'x', branch: 'main', pool: 'p', retry_delay: true } }],
+      ['in', { source: { uri: 'x', branch: 'main', pool: 'p' }, version: { ref: 'zz' } }],
+      ['out', { source: { uri: 'x', branch: 'main', pool: 'p' }, params: { acquire: 'yes' } }],
+      ['out', 'not json'],
+    ];
+    const build = await mkdtemp(join(scratch, 'build-'));
+    for (const [script, request] of requests) {
+      const packaged = await runScript(script, request, { assets: payload, args: [build], env });
+      const original = await runScript(script, request, {
+        assets: resolve(REPOSITORY, 'assets'),
+        args: [build],
+        env,
+      });
+      expect(packaged.code).toBe(1);
+      expect({ code: packaged.code, stderr: packaged.stderr, stdout: packaged.stdout }).toEqual({
+        code: original.code,
+        stderr: original.stderr,
+        stdout: original.stdout,
+      });
+    }
+  });
+
   it('refuses a bad request with one line per problem and no stack trace', async () => {
     const result = await runScript(
       'out',
