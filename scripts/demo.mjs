@@ -23,6 +23,8 @@ const red = paint('31');
 
 const exec = promisify(execFile);
 let root;
+/** The script running now: on Ctrl-C it stops too (same process group), and is waited for. */
+let running;
 
 /** git for arranging the demo repository: its own identity and config, nothing from the machine. */
 async function git(cwd, ...args) {
@@ -105,7 +107,9 @@ async function step(title, script, request, { args = [], env = {}, expectFailure
     for (const line of lines) console.log(dim(`  │ ${line}`));
   });
   child.stdin.end(JSON.stringify(request));
-  const code = await new Promise((resolve) => child.on('close', (exitCode) => resolve(exitCode)));
+  running = new Promise((resolve) => child.on('close', (exitCode) => resolve(exitCode)));
+  const code = await running;
+  running = undefined;
   if (pending) console.log(dim(`  │ ${pending}`));
   if (!said) console.log(dim('  │ (nothing)'));
   if (stdout.trim()) {
@@ -205,7 +209,10 @@ async function cleanUp() {
 
 for (const signal of ['SIGINT', 'SIGTERM']) {
   process.once(signal, () => {
-    void cleanUp().finally(() => process.exit(130));
+    // The script got the signal too; let it finish its own clean-up before the folder goes.
+    void Promise.resolve(running)
+      .then(cleanUp)
+      .finally(() => process.exit(130));
   });
 }
 
