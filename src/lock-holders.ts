@@ -4,7 +4,8 @@
 // and deepened only as far as the answer needs, so `out`'s working copy is never touched.
 import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { CancelledError, OperationError, formatMs } from './errors.js';
+import { CancelledError, GitCommandError, OperationError, formatMs } from './errors.js';
+import { displayUri } from './logger.js';
 import type { Git } from './git/git.js';
 import { lockPath, type LockState } from './pool-state.js';
 
@@ -67,7 +68,21 @@ export class LockHolders {
     const refspec = `+refs/heads/${this.options.branch}:${this.trackingRef}`;
     // Once shallow history is there, a plain fetch brings only the commits since, down to it.
     const depth = this.fetched ? [] : [`--depth=${FIRST_DEPTH}`];
-    await this.run(['fetch', '--quiet', '--no-tags', ...depth, 'origin', refspec], signal);
+    try {
+      await this.run(['fetch', '--quiet', '--no-tags', ...depth, 'origin', refspec], signal);
+    } catch (error) {
+      if (error instanceof GitCommandError) {
+        const heads = await this.run(
+          ['ls-remote', '--', 'origin', `refs/heads/${this.options.branch}`],
+          signal,
+        );
+        if (heads.trim() === '')
+          throw new OperationError(
+            `branch "${this.options.branch}" does not exist in ${displayUri(this.options.uri)}`,
+          );
+      }
+      throw error;
+    }
     if (!this.fetched) this.depth = FIRST_DEPTH;
     this.fetched = true;
   }

@@ -87,7 +87,7 @@ export async function runOut(ctx: CommandContext) {
   return lockResponse(outcome.ref, outcome.name, source.pool);
 }
 
-function startLine(operation: ResolvedOperation, pool: string): string {
+export function startLine(operation: ResolvedOperation, pool: string): string {
   switch (operation.kind) {
     case 'acquire':
       return `acquiring lock on: ${pool}`;
@@ -109,7 +109,7 @@ function startLine(operation: ResolvedOperation, pool: string): string {
   }
 }
 
-function doneLine(operation: ResolvedOperation, name: string, ref: string): string {
+export function doneLine(operation: ResolvedOperation, name: string, ref: string): string {
   const at = `(commit ${ref.slice(0, 12)})`;
   switch (operation.kind) {
     case 'acquire':
