@@ -33,7 +33,7 @@ export interface LockHoldersOptions {
 /** First fetch depth, then the deepening steps: most locks in use were taken recently. */
 const FIRST_DEPTH = 16;
 const DEEPEN_STEPS = [64, 256, 1024];
-/** The `out` progress stops here: 1360 commits of a lock branch are a few hundred kilobytes. */
+/** The `out` progress looks no further: 1360 commits of a lock branch are a few hundred kilobytes. */
 export const PROGRESS_MAX_DEPTH = FIRST_DEPTH + DEEPEN_STEPS.reduce((a, b) => a + b, 0);
 
 const RECORD = '\x1e';
@@ -83,7 +83,6 @@ export class LockHolders {
       }
       throw error;
     }
-    if (!this.fetched) this.depth = FIRST_DEPTH;
     this.fetched = true;
   }
 
@@ -128,24 +127,31 @@ export class LockHolders {
     );
     const found = new Map<string, LockRecord>();
     let steps = 0;
+    let lastVisible = 0;
     for (;;) {
       const pending = [...byPath.keys()].filter((path) => !found.has(path));
       if (pending.length === 0) break;
-      const shallow = await this.shallowCommits(signal);
+      const shallow = await this.shallowCommits();
       for (const [path, record] of await this.addingCommits(pending, shallow, signal)) {
         found.set(path, { ...byPath.get(path)!, ...record });
       }
       if (found.size === byPath.size || shallow.size === 0) break;
-      const step = DEEPEN_STEPS[Math.min(steps, DEEPEN_STEPS.length - 1)]!;
+      // Counted rather than tracked: incremental fetches since the first one add to it.
+      const visible = Number(
+        (await this.run(['rev-list', '--count', this.trackingRef], signal)).trim(),
+      );
+      this.depth = visible;
       const { maxDepth } = this.options;
-      if (maxDepth !== undefined && this.depth + step > maxDepth) break;
+      if ((maxDepth !== undefined && visible >= maxDepth) || visible <= lastVisible) break;
+      lastVisible = visible;
+      const step = DEEPEN_STEPS[Math.min(steps, DEEPEN_STEPS.length - 1)]!;
       steps++;
-      // An absolute --depth, not --deepen: git 2.39's `--deepen` (deepen-relative) can answer
-      // with nothing when commits share a timestamp (busy pools commit several times a second).
+      // An absolute --depth, not --deepen: git 2.39's `--deepen` (deepen-relative) stops
+      // deepening after a long run of commits sharing one timestamp (seen at ~170 commits).
       const deepen =
         maxDepth === undefined && steps > DEEPEN_STEPS.length
           ? '--unshallow'
-          : `--depth=${this.depth + step}`;
+          : `--depth=${Math.min(visible + step, maxDepth ?? Infinity)}`;
       await this.run(
         [
           'fetch',
@@ -157,7 +163,6 @@ export class LockHolders {
         ],
         signal,
       );
-      this.depth += step;
     }
     return [...byPath.entries()].map(([path, lock]) => found.get(path) ?? { ...lock });
   }
@@ -218,10 +223,10 @@ export class LockHolders {
     return result;
   }
 
-  private async shallowCommits(signal?: AbortSignal): Promise<Set<string>> {
-    const path = (await this.run(['rev-parse', '--git-path', 'shallow'], signal)).trim();
+  /** The shallow boundary: `shallow` in the bare copy's folder (absent once complete). */
+  private async shallowCommits(): Promise<Set<string>> {
     try {
-      const text = await readFile(join(this.options.gitDir, path), 'utf8');
+      const text = await readFile(join(this.options.gitDir, 'shallow'), 'utf8');
       return new Set(text.split('\n').filter(Boolean));
     } catch {
       return new Set();
