@@ -33,7 +33,7 @@ export interface LockHoldersOptions {
 /** First fetch depth, then the deepening steps: most locks in use were taken recently. */
 const FIRST_DEPTH = 16;
 const DEEPEN_STEPS = [64, 256, 1024];
-/** The `out` progress looks no further: 1360 commits of a lock branch are a few hundred kilobytes. */
+/** The `out` progress looks no further: 1360 commits of a lock branch are well under a megabyte. */
 export const PROGRESS_MAX_DEPTH = FIRST_DEPTH + DEEPEN_STEPS.reduce((a, b) => a + b, 0);
 
 const RECORD = '\x1e';
