@@ -45,6 +45,8 @@ function buildUrl(env: Readonly<Record<string, string | undefined>>): string | u
 export interface ClaimRecord {
   token: string;
   at: Date;
+  /** Who holds the lock when it is not a build (the pool command's operator); else the build URL. */
+  by?: string;
 }
 
 /** `SUBJECT`, a blank line, `Build URL: …`; claiming commits add a trailer block after it. */
@@ -55,7 +57,7 @@ export function commitMessage(subject: string, build: BuildInfo, claim?: ClaimRe
     const trailers: [string, string | undefined][] = [
       ['Claim-Token', claim.token],
       ['Claimed-At', claim.at.toISOString().replace(/\.\d{3}Z$/, 'Z')],
-      ['Claimed-By', url],
+      ['Claimed-By', claim.by ?? url],
       ['Build-Id', build.id],
       ['Build-Team', build.team],
       ['Build-Pipeline', build.pipeline],

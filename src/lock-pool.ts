@@ -37,8 +37,11 @@ export interface Clock {
 }
 
 export interface PoolReporter {
-  /** Called on every poll while waiting; the reporter decides what is worth a line. */
-  waiting(reason: string, wanted: readonly string[], waitedMs: number): void;
+  /**
+   * Called on every poll while waiting; the reporter decides what is worth a line (and may look
+   * up who holds the wanted locks before writing it).
+   */
+  waiting(reason: string, wanted: readonly string[], waitedMs: number): void | Promise<void>;
   /** A rejected or no-op push: the pool moved under us. */
   conflict(name: string): void;
   transient(error: unknown, attempt: number, delayMs: number): void;
@@ -163,8 +166,8 @@ export class LockPool {
     started: number,
   ): Promise<void> {
     for (;;) {
+      await this.reporter.waiting(reason, wanted, this.clock.now() - started);
       const waited = this.clock.now() - started;
-      this.reporter.waiting(reason, wanted, waited);
       const { waitTimeoutMs } = this.options;
       if (waitTimeoutMs !== undefined) {
         const left = waitTimeoutMs - waited;

@@ -31,7 +31,16 @@ export const systemClock: Clock = {
 
 export type Command = (ctx: CommandContext) => Promise<unknown>;
 
-export async function main(command: Command): Promise<void> {
+export interface MainOptions {
+  /** The resource scripts take their request on stdin; the pool command for people does not. */
+  readStdin?: boolean;
+  /** Turns the result into stdout's text (default: one JSON document); empty text writes nothing. */
+  render?: (result: unknown) => string;
+}
+
+export async function main(command: Command, options: MainOptions = {}): Promise<void> {
+  const { readStdin: takesStdin = true, render = (result) => `${JSON.stringify(result)}\n` } =
+    options;
   const controller = new AbortController();
   const log = new Logger((text) => process.stderr.write(text));
   const abortTasks: ((signal: AbortSignal) => Promise<void>)[] = [];
@@ -67,7 +76,7 @@ export async function main(command: Command): Promise<void> {
     onExit: (task) => exitTasks.push(task),
   };
 
-  const work = readStdin(controller.signal)
+  const work = (takesStdin ? readStdin(controller.signal) : Promise.resolve(''))
     .then((stdin) => command({ ...ctx, stdin }))
     .then(
       (result) => ({ ok: true as const, result }),
@@ -76,7 +85,8 @@ export async function main(command: Command): Promise<void> {
   const settled = await Promise.race([work, stopped.then(() => undefined)]);
   if (settled && !stoppedBy) {
     if (settled.ok) {
-      await writeStdout(`${JSON.stringify(settled.result)}\n`);
+      const text = render(settled.result);
+      if (text !== '') await writeStdout(text);
     } else {
       reportFailure(log, settled.error);
       process.exitCode = 1;

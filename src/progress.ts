@@ -1,37 +1,84 @@
 // What `out` says on stderr while it waits: a line when the situation changes and a heartbeat at
-// most every 30 s, never a line per poll (a busy pool polls every retry_delay for hours).
-import { describeError, formatMs } from './errors.js';
+// most every 30 s, never a line per poll (a busy pool polls every retry_delay for hours). Each
+// line names who holds the wanted locks and for how long, looked up only when a line is due.
+import { CancelledError, describeError, formatMs } from './errors.js';
 import type { Logger } from './logger.js';
 import type { PoolReporter } from './lock-pool.js';
+import { describeHolder, type LockRecord } from './lock-holders.js';
 
 const HEARTBEAT_MS = 30_000;
+/** A line names this many holders at most (the longest-held first); the rest are counted. */
+const MAX_HOLDERS_SHOWN = 3;
+
+/** Who holds the claimed locks among `wanted` (see HolderLookup). */
+export interface HolderSource {
+  claimed(wanted: readonly string[]): Promise<LockRecord[]>;
+  readonly searchedDepth: number;
+}
 
 export class ProgressReporter implements PoolReporter {
-  private lastReason: string | undefined;
+  private lastKey: string | undefined;
   private lastLineAt = 0;
+  /** Set after the first failed lookup: later lines go without holders rather than retry. */
+  private holdersBroken = false;
 
   constructor(
     private readonly log: Logger,
     private readonly now: () => number,
+    private readonly holders?: HolderSource,
   ) {}
 
-  waiting(reason: string, _wanted: readonly string[], waitedMs: number): void {
-    const now = this.now();
-    if (reason !== this.lastReason) {
-      this.log.info(`waiting for lock: ${reason}`);
-    } else if (now - this.lastLineAt >= HEARTBEAT_MS) {
-      this.log.info(`still waiting for lock (${formatMs(waitedMs)}): ${reason}`);
-    } else {
-      return;
+  async waiting(reason: string, wanted: readonly string[], waitedMs: number): Promise<void> {
+    // The wanted locks are part of the situation: a lock released and another claimed between two
+    // polls leaves the counts (the reason) the same but changes who is waited on.
+    const key = `${reason}\0${wanted.join('\0')}`;
+    const changed = key !== this.lastKey;
+    if (!changed && this.now() - this.lastLineAt < HEARTBEAT_MS) return;
+    this.lastKey = key;
+    this.lastLineAt = this.now();
+    const held = await this.lookUp(wanted);
+    const line = `${reason}${held}`;
+    if (changed) this.log.info(`waiting for lock: ${line}`);
+    else this.log.info(`still waiting for lock (${formatMs(waitedMs)}): ${line}`);
+  }
+
+  /** `; held by …` for the wanted locks that are claimed, or nothing when none is (or unknown). */
+  private async lookUp(wanted: readonly string[]): Promise<string> {
+    if (!this.holders || this.holdersBroken || wanted.length === 0) return '';
+    let records: LockRecord[];
+    try {
+      records = await this.holders.claimed(wanted);
+    } catch (error) {
+      if (error instanceof CancelledError) throw error;
+      this.holdersBroken = true;
+      this.log.info(`could not look up who holds the lock: ${describeError(error)}`);
+      return '';
     }
-    this.lastReason = reason;
-    this.lastLineAt = now;
+    if (records.length === 0) return '';
+    const now = this.now();
+    const depth = this.holders.searchedDepth;
+    if (wanted.length === 1 && records.length === 1) {
+      const holder = describeHolder(records[0]!, now, depth);
+      return holder.startsWith('by ') ? `; held ${holder}` : `; ${holder}`;
+    }
+    // Longest held first: the lock someone forgot is the one worth seeing.
+    const sorted = [...records].sort(
+      (a, b) => (a.since?.getTime() ?? -Infinity) - (b.since?.getTime() ?? -Infinity),
+    );
+    const shown = sorted.slice(0, MAX_HOLDERS_SHOWN).map((record) => {
+      const holder = describeHolder(record, now, depth);
+      return holder.startsWith('by ')
+        ? `"${record.name}" ${holder}`
+        : `"${record.name}" (${holder})`;
+    });
+    const more = sorted.length - shown.length;
+    return `; held: ${shown.join(', ')}${more > 0 ? `, and ${more} more` : ''}`;
   }
 
   conflict(name: string): void {
     // Calm words: losing a race is normal, and pipelines grep logs for "err".
     this.log.info(`the pool changed while taking "${name}"; trying again from the new state`);
-    this.lastReason = undefined;
+    this.lastKey = undefined;
   }
 
   transient(error: unknown, attempt: number, delayMs: number): void {

@@ -376,6 +376,14 @@ function finish<T>(problems: string[], build: () => T, warnings: string[]): Pars
   return { request: build(), warnings };
 }
 
+/** A `source` object on its own: the pool command builds one from flags or a JSON file. */
+export function parseSourceObject(raw: unknown): Parsed<Source> {
+  const problems: string[] = [];
+  const warnings: string[] = [];
+  const source = parseSource(raw, problems, warnings);
+  return finish(problems, () => source!, warnings);
+}
+
 export function parseCheckRequest(text: string): Parsed<CheckRequest> {
   const raw = parseJson(text);
   expectObject(raw);

@@ -8,6 +8,7 @@ import { LockPool, releaseAbandonedClaim } from '../lock-pool.js';
 import { lockNameProblem, printable } from '../lock-name.js';
 import type { ResolvedOperation } from '../lock-operation.js';
 import { LockRepository } from '../lock-repository.js';
+import { holderLookup } from '../lock-holders.js';
 import { ProgressReporter } from '../progress.js';
 import { parseOutRequest, type OutOperation } from '../request.js';
 import { lockResponse, openSession, registerSecrets } from '../session.js';
@@ -36,7 +37,11 @@ export async function runOut(ctx: CommandContext) {
   const pool = new LockPool(
     repository,
     ctx.clock,
-    new ProgressReporter(ctx.log, () => ctx.clock.now()),
+    new ProgressReporter(
+      ctx.log,
+      () => ctx.clock.now(),
+      holderLookup(git, source, environment.home, ctx.signal, request.waitTimeoutMs),
+    ),
     {
       pool: source.pool,
       retryDelayMs: source.retryDelayMs,
@@ -82,7 +87,7 @@ export async function runOut(ctx: CommandContext) {
   return lockResponse(outcome.ref, outcome.name, source.pool);
 }
 
-function startLine(operation: ResolvedOperation, pool: string): string {
+export function startLine(operation: ResolvedOperation, pool: string): string {
   switch (operation.kind) {
     case 'acquire':
       return `acquiring lock on: ${pool}`;
@@ -104,7 +109,7 @@ function startLine(operation: ResolvedOperation, pool: string): string {
   }
 }
 
-function doneLine(operation: ResolvedOperation, name: string, ref: string): string {
+export function doneLine(operation: ResolvedOperation, name: string, ref: string): string {
   const at = `(commit ${ref.slice(0, 12)})`;
   switch (operation.kind) {
     case 'acquire':

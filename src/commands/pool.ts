@@ -1,0 +1,224 @@
+// `pool`: the command-line tool for people, over the same core as `out` (LockPool, LockRepository,
+// decide) and the same `source`. Returns stdout's text; everything else goes to the logger.
+import { readFile } from 'node:fs/promises';
+import { hostname, userInfo } from 'node:os';
+import { join } from 'node:path';
+import { commitMessage, type BuildInfo } from '../build-info.js';
+import type { CommandContext } from '../context.js';
+import { parseGoDuration } from '../duration.js';
+import { ConfigurationError, WaitTimeoutError, describeError } from '../errors.js';
+import type { Git } from '../git/git.js';
+import { LockHolders, holderLookup } from '../lock-holders.js';
+import { printable } from '../lock-name.js';
+import type { ResolvedOperation } from '../lock-operation.js';
+import { LockPool, releaseAbandonedClaim } from '../lock-pool.js';
+import { LockRepository } from '../lock-repository.js';
+import { ProgressReporter } from '../progress.js';
+import type { Source } from '../request.js';
+import { lockResponse, openSession, registerSecrets } from '../session.js';
+import { parsePoolArguments, type Invocation } from '../pool-cli/arguments.js';
+import { initPool } from '../pool-cli/init.js';
+import { sourceFromFlags } from '../pool-cli/source.js';
+import { statusEntries, statusTable } from '../pool-cli/status.js';
+import { doneLine, startLine } from './out.js';
+
+type Run = Exclude<Invocation, { kind: 'help' }>;
+
+export async function runPool(ctx: CommandContext): Promise<string> {
+  const invocation = parsePoolArguments(ctx.args);
+  if (invocation.kind === 'help') return invocation.text;
+  const { request: source, warnings } = await sourceFromFlags(invocation.source);
+  registerSecrets(source, ctx);
+  for (const warning of warnings) ctx.log.info(warning);
+  const by = invocation.by ?? operator(ctx.env);
+  // Everything the person typed is checked before any git work.
+  const waitTimeoutMs = durationFlag('--wait-timeout', invocation.waitTimeout);
+  const metadata = await metadataFile(invocation.metadataFile);
+
+  const { git, environment } = await openSession(source, ctx);
+  switch (invocation.kind) {
+    case 'status':
+      return status(ctx, git, source, environment.home, invocation.json);
+    case 'init':
+      return init(ctx, git, source, environment.home, invocation.locks, by);
+    case 'claim':
+    case 'release':
+    case 'remove':
+    case 'add': {
+      const operation: ResolvedOperation =
+        invocation.kind === 'add'
+          ? { kind: invocation.claimed ? 'add_claimed' : 'add', name: invocation.name, metadata }
+          : { kind: invocation.kind, name: invocation.name };
+      const session = { git, home: environment.home };
+      return change(ctx, session, source, operation, { ...invocation, by, waitTimeoutMs });
+    }
+  }
+}
+
+/** Who a claim made by hand belongs to: `$USER@HOSTNAME` unless --by says otherwise. */
+function operator(env: CommandContext['env']): string {
+  let user = env.USER || env.LOGNAME;
+  if (!user) {
+    try {
+      user = userInfo().username;
+    } catch {
+      user = 'unknown';
+    }
+  }
+  return `${user}@${hostname()}`;
+}
+
+/** Commits made by hand carry no build URL; the line says where they came from instead. */
+function handBuild(by: string): BuildInfo {
+  return { url: `none (pool command by ${by})` };
+}
+
+function durationFlag(flag: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const parsed = parseGoDuration(value);
+  if ('error' in parsed)
+    throw new ConfigurationError([`error: ${flag}: ${printable(parsed.error)}`]);
+  if (parsed.ms <= 0) throw new ConfigurationError([`error: ${flag} must be more than zero`]);
+  return parsed.ms;
+}
+
+async function metadataFile(path: string | undefined): Promise<Buffer> {
+  if (path === undefined) return Buffer.alloc(0);
+  try {
+    return await readFile(path);
+  } catch (error) {
+    const code = (error as { code?: string }).code ?? 'unreadable';
+    throw new ConfigurationError([`error: cannot read --metadata "${printable(path)}" (${code})`]);
+  }
+}
+
+async function status(
+  ctx: CommandContext,
+  git: Git,
+  source: Source,
+  home: string,
+  json: boolean,
+): Promise<string> {
+  // The whole history if need be: a person asked, once, and wants every holder.
+  const holders = new LockHolders(git, {
+    uri: source.uri,
+    branch: source.branch,
+    pool: source.pool,
+    gitDir: join(home, 'holders.git'),
+  });
+  await holders.refresh();
+  const entries = statusEntries(await holders.records(await holders.locks()));
+  if (json) return `${JSON.stringify(entries, null, 2)}\n`;
+  if (entries.length === 0) ctx.log.info(`pool "${source.pool}" has no locks`);
+  return statusTable(entries, ctx.clock.now());
+}
+
+async function init(
+  ctx: CommandContext,
+  git: Git,
+  source: Source,
+  home: string,
+  locks: string[],
+  by: string,
+): Promise<string> {
+  ctx.log.info(`initializing pool: ${source.pool}`);
+  const result = await initPool(git, {
+    uri: source.uri,
+    branch: source.branch,
+    pool: source.pool,
+    locks,
+    workdir: join(home, 'repository'),
+    message: commitMessage(`initializing pool: ${source.pool}`, handBuild(by)),
+  });
+  if (result.kind === 'unchanged') {
+    ctx.log.info(
+      `pool "${source.pool}" already exists on branch "${source.branch}": nothing to do`,
+    );
+    return '';
+  }
+  const details = [
+    result.createdBranch ? `created branch "${source.branch}"` : undefined,
+    result.added.length > 0 ? `added unclaimed ${result.added.join(', ')}` : undefined,
+  ].filter(Boolean);
+  ctx.log.info(
+    `initialized! pool: ${source.pool}${details.length ? ` (${details.join('; ')})` : ''} (commit ${result.ref.slice(0, 12)})`,
+  );
+  return '';
+}
+
+async function change(
+  ctx: CommandContext,
+  session: { git: Git; home: string },
+  source: Source,
+  operation: ResolvedOperation,
+  options: Run & { by: string; waitTimeoutMs: number | undefined },
+): Promise<string> {
+  const { git, home } = session;
+  const repository = new LockRepository(git, {
+    uri: source.uri,
+    branch: source.branch,
+    pool: source.pool,
+    workdir: join(home, 'repository'),
+  });
+  const build = handBuild(options.by);
+  const token = ctx.newToken();
+  const pool = new LockPool(
+    repository,
+    ctx.clock,
+    new ProgressReporter(
+      ctx.log,
+      () => ctx.clock.now(),
+      holderLookup(git, source, home, ctx.signal, options.waitTimeoutMs),
+    ),
+    {
+      pool: source.pool,
+      retryDelayMs: source.retryDelayMs,
+      waitTimeoutMs: options.waitTimeoutMs,
+      message: (subject, claiming) =>
+        commitMessage(
+          subject,
+          build,
+          claiming ? { token, at: new Date(ctx.clock.now()), by: options.by } : undefined,
+        ),
+    },
+    ctx.signal,
+  );
+
+  // Ctrl-C after a claim may have reached the remote: give the lock back, as `out` does.
+  ctx.onAbort(async (signal) => {
+    const claim = pool.pendingClaim;
+    if (!claim) return;
+    ctx.log.info(`stopped after claiming "${claim.name}": checking the remote, to release it`);
+    try {
+      const result = await releaseAbandonedClaim(
+        repository.withGit(git.withSignal(signal)),
+        claim,
+        `${commitMessage(`unclaiming: ${claim.name}`, build)}\nReleased because the claim was interrupted.\n`,
+        signal,
+      );
+      ctx.log.info(
+        result === 'released'
+          ? `released "${claim.name}" again`
+          : `"${claim.name}" was not claimed by this command: nothing to release`,
+      );
+    } catch (error) {
+      ctx.log.error(
+        `error releasing "${claim.name}" in pool "${source.pool}": it may still be claimed by commit ${claim.commit}; release it by hand (${describeError(error)})`,
+      );
+    }
+  });
+
+  ctx.log.info(startLine(operation, source.pool));
+  const outcome = await pool.run(operation).catch((error: unknown) => {
+    // The policy speaks of the put's parameter; here the person typed a flag.
+    if (error instanceof WaitTimeoutError)
+      throw new WaitTimeoutError(
+        error.message.replace('(params.wait_timeout)', '(--wait-timeout)'),
+      );
+    throw error;
+  });
+  ctx.log.info(doneLine(operation, outcome.name, outcome.ref));
+  return options.json
+    ? `${JSON.stringify(lockResponse(outcome.ref, outcome.name, source.pool))}\n`
+    : '';
+}

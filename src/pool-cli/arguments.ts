@@ -1,0 +1,298 @@
+// The pool command's argv: one subcommand, its lock name, and the resource's `source` given as
+// flags or as a JSON file. Parsed in one step into a typed invocation (node:util parseArgs), or
+// refused with one line naming the flag.
+import { parseArgs } from 'node:util';
+import { ConfigurationError } from '../errors.js';
+import { lockNameProblem, printable } from '../lock-name.js';
+
+export const SUBCOMMANDS = ['status', 'init', 'claim', 'release', 'add', 'remove'] as const;
+export type Subcommand = (typeof SUBCOMMANDS)[number];
+
+const OPTIONS = {
+  help: { type: 'boolean', short: 'h' },
+  json: { type: 'boolean' },
+  source: { type: 'string' },
+  uri: { type: 'string' },
+  branch: { type: 'string' },
+  pool: { type: 'string' },
+  'private-key-file': { type: 'string' },
+  'private-key-passphrase-file': { type: 'string' },
+  'private-key-user': { type: 'string' },
+  'forward-agent': { type: 'boolean' },
+  username: { type: 'string' },
+  'password-file': { type: 'string' },
+  'git-config': { type: 'string', multiple: true },
+  'known-hosts-file': { type: 'string' },
+  'skip-ssl-verification': { type: 'boolean' },
+  'retry-delay': { type: 'string' },
+  'git-timeout': { type: 'string' },
+  lock: { type: 'string', multiple: true },
+  metadata: { type: 'string' },
+  claimed: { type: 'boolean' },
+  by: { type: 'string' },
+  'wait-timeout': { type: 'string' },
+} as const;
+
+type OptionName = keyof typeof OPTIONS;
+
+const SOURCE_OPTIONS: readonly OptionName[] = [
+  'source',
+  'uri',
+  'branch',
+  'pool',
+  'private-key-file',
+  'private-key-passphrase-file',
+  'private-key-user',
+  'forward-agent',
+  'username',
+  'password-file',
+  'git-config',
+  'known-hosts-file',
+  'skip-ssl-verification',
+  'retry-delay',
+  'git-timeout',
+];
+
+/** What each subcommand takes besides the source options and --help. */
+const SUBCOMMAND_OPTIONS: Record<Subcommand, readonly OptionName[]> = {
+  status: ['json'],
+  init: ['lock', 'by'],
+  claim: ['by', 'wait-timeout', 'json'],
+  release: ['by', 'json'],
+  add: ['metadata', 'claimed', 'by', 'json'],
+  remove: ['by', 'json'],
+};
+
+export interface SourceFlags {
+  sourceFile?: string;
+  uri?: string;
+  branch?: string;
+  pool?: string;
+  privateKeyFile?: string;
+  privateKeyPassphraseFile?: string;
+  privateKeyUser?: string;
+  forwardAgent?: boolean;
+  username?: string;
+  passwordFile?: string;
+  gitConfig: string[];
+  knownHostsFile?: string;
+  skipSslVerification?: boolean;
+  retryDelay?: string;
+  gitTimeout?: string;
+}
+
+export type Invocation =
+  | { kind: 'help'; text: string }
+  | {
+      kind: Subcommand;
+      /** The lock NAME of claim, release, add and remove. */
+      name: string;
+      source: SourceFlags;
+      json: boolean;
+      locks: string[];
+      metadataFile?: string;
+      claimed: boolean;
+      by?: string;
+      waitTimeout?: string;
+    };
+
+export function parsePoolArguments(args: readonly string[]): Invocation {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: [...args], options: OPTIONS, allowPositionals: true, strict: true });
+  } catch (error) {
+    throw new ConfigurationError([argumentError(error)]);
+  }
+  const { values, positionals } = parsed;
+  const [first, ...rest] = positionals;
+  if (first === 'help') {
+    const topic = rest[0];
+    return { kind: 'help', text: isSubcommand(topic) ? SUBCOMMAND_HELP[topic] : USAGE };
+  }
+  if (first === undefined) {
+    if (values.help) return { kind: 'help', text: USAGE };
+    throw new ConfigurationError([
+      `error: missing command (one of ${SUBCOMMANDS.join(', ')}); see pool --help`,
+    ]);
+  }
+  if (!isSubcommand(first)) {
+    throw new ConfigurationError([
+      `error: unknown command "${printable(first)}" (one of ${SUBCOMMANDS.join(', ')}); see pool --help`,
+    ]);
+  }
+  if (values.help) return { kind: 'help', text: SUBCOMMAND_HELP[first] };
+
+  const allowed = new Set<string>([...SOURCE_OPTIONS, ...SUBCOMMAND_OPTIONS[first], 'help']);
+  for (const key of Object.keys(values)) {
+    if (!allowed.has(key))
+      throw new ConfigurationError([
+        `error: pool ${first} does not take --${key} (see pool ${first} --help)`,
+      ]);
+  }
+
+  const takesName = first !== 'status' && first !== 'init';
+  if (takesName && rest.length !== 1) {
+    throw new ConfigurationError([
+      rest.length === 0
+        ? `error: pool ${first} needs a lock NAME (see pool ${first} --help)`
+        : `error: pool ${first} takes one lock NAME, got ${rest.length}`,
+    ]);
+  }
+  if (!takesName && rest.length > 0) {
+    throw new ConfigurationError([
+      `error: pool ${first} takes no arguments, got "${printable(rest[0]!)}" (see pool ${first} --help)`,
+    ]);
+  }
+  const name = takesName ? rest[0]! : '';
+  if (takesName) refuseBadName(name);
+  const locks = values.lock ?? [];
+  if (first === 'init') locks.forEach(refuseBadName);
+  if (first === 'init' && new Set(locks).size !== locks.length)
+    throw new ConfigurationError(['error: --lock names the same lock twice']);
+  if (first === 'add' && values.metadata === '')
+    throw new ConfigurationError(['error: --metadata needs a file name']);
+
+  return {
+    kind: first,
+    name,
+    json: values.json ?? false,
+    locks,
+    metadataFile: values.metadata,
+    claimed: values.claimed ?? false,
+    by: values.by,
+    waitTimeout: values['wait-timeout'],
+    source: {
+      sourceFile: values.source,
+      uri: values.uri,
+      branch: values.branch,
+      pool: values.pool,
+      privateKeyFile: values['private-key-file'],
+      privateKeyPassphraseFile: values['private-key-passphrase-file'],
+      privateKeyUser: values['private-key-user'],
+      forwardAgent: values['forward-agent'],
+      username: values.username,
+      passwordFile: values['password-file'],
+      gitConfig: values['git-config'] ?? [],
+      knownHostsFile: values['known-hosts-file'],
+      skipSslVerification: values['skip-ssl-verification'],
+      retryDelay: values['retry-delay'],
+      gitTimeout: values['git-timeout'],
+    },
+  };
+}
+
+function isSubcommand(value: string | undefined): value is Subcommand {
+  return (SUBCOMMANDS as readonly (string | undefined)[]).includes(value);
+}
+
+function refuseBadName(name: string): void {
+  const problem = lockNameProblem(name);
+  if (problem) throw new ConfigurationError([`error: lock name ${problem}`]);
+}
+
+/** parseArgs explains itself at length; one line naming the flag is enough. */
+function argumentError(error: unknown): string {
+  const code = (error as { code?: string }).code;
+  const message = error instanceof Error ? error.message : String(error);
+  const option = /'(-[^' ]+)/.exec(message)?.[1];
+  if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && option)
+    return `error: unknown option ${printable(option)} (see pool --help)`;
+  if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && option)
+    return `error: option ${printable(option)} ${/argument missing/.test(message) ? 'needs a value' : 'takes no value'}`;
+  return `error: ${printable(message.split('\n')[0] ?? message)}`;
+}
+
+const SOURCE_HELP = `Source (the resource's \`source\`, as flags or as a JSON file; flags win):
+  --source FILE                       JSON object with the source fields
+  --uri URI                           the lock repository
+  --branch BRANCH                     the branch holding the pools
+  --pool POOL                         the pool folder
+  --private-key-file FILE             private_key, read from FILE
+  --private-key-passphrase-file FILE  private_key_passphrase, read from FILE
+  --private-key-user USER             private_key_user
+  --forward-agent                     forward_agent: true
+  --username USER                     username (HTTP(S) basic auth)
+  --password-file FILE                password, read from FILE
+  --git-config NAME=VALUE             git_config entry (repeatable)
+  --known-hosts-file FILE             known_hosts, read from FILE
+  --skip-ssl-verification             skip_ssl_verification: true
+  --retry-delay DURATION              retry_delay (Go duration, default 10s)
+  --git-timeout DURATION              git_timeout (Go duration, default 5m)
+Secrets are read from files so they never show in the process list.`;
+
+const HOLDER_HELP = `  --by TEXT     who holds the lock, written to the Claimed-By trailer
+                (default: $USER@HOSTNAME)`;
+
+export const USAGE = `usage: pool COMMAND [options]
+
+Commands:
+  status [--json]                        every lock: state, holder, since when, for how long
+  init --lock NAME [--lock NAME ...]     create the pool (folders, .gitkeep, locks) and push
+  claim NAME                             claim a lock, waiting while it is claimed
+  release NAME                           release a claimed lock
+  add NAME [--metadata FILE] [--claimed] add a lock, unclaimed unless --claimed
+  remove NAME                            remove a claimed lock
+
+Run "pool COMMAND --help" for a command's options.
+
+${SOURCE_HELP}
+
+Exit status: 0 done, 1 error, 128+N stopped by signal N.
+`;
+
+const SUBCOMMAND_HELP: Record<Subcommand, string> = {
+  status: `usage: pool status [--json] SOURCE
+
+Lists every lock of the pool with its state, who holds it and since when.
+  --json        an array of {name, state, claimed_by, claimed_at, since} instead of a table
+
+${SOURCE_HELP}
+`,
+  init: `usage: pool init [--lock NAME ...] SOURCE
+
+Creates POOL/claimed/.gitkeep, POOL/unclaimed/.gitkeep and the named locks (unclaimed, empty
+metadata) on the branch, creating the branch if the repository has none by that name, and
+pushes. Folders that already exist are kept; a lock that already exists is an error.
+  --lock NAME   a lock to create (repeatable)
+${HOLDER_HELP}
+
+${SOURCE_HELP}
+`,
+  claim: `usage: pool claim NAME SOURCE
+
+Moves NAME from unclaimed to claimed, waiting (every --retry-delay) while it is claimed, as a
+put with \`claim: NAME\` does. Ctrl-C stops waiting; a claim that may have landed is released.
+${HOLDER_HELP}
+  --wait-timeout DURATION  give up waiting after this long (exit 1)
+  --json        print {version, metadata} as the put would
+
+${SOURCE_HELP}
+`,
+  release: `usage: pool release NAME SOURCE
+
+Moves the claimed lock NAME back to unclaimed; refused if it is not claimed.
+${HOLDER_HELP}
+  --json        print {version, metadata} as the put would
+
+${SOURCE_HELP}
+`,
+  add: `usage: pool add NAME [--metadata FILE] [--claimed] SOURCE
+
+Adds the lock NAME with the contents of FILE (empty without --metadata); refused if NAME
+already exists in the pool.
+  --metadata FILE  the lock's metadata
+  --claimed        add it claimed (as add_claimed does)
+${HOLDER_HELP}
+  --json        print {version, metadata} as the put would
+
+${SOURCE_HELP}
+`,
+  remove: `usage: pool remove NAME SOURCE
+
+Deletes the claimed lock NAME; refused if it is not claimed (release it first to keep it).
+${HOLDER_HELP}
+  --json        print {version, metadata} as the put would
+
+${SOURCE_HELP}
+`,
+};

@@ -1,0 +1,134 @@
+// `pool init`: creates a pool's folders (each with a .gitkeep) and unclaimed locks on the branch,
+// creating the branch when the repository has none by that name, and pushes. Optimistic like
+// every other change: a rejected push starts again from the new tip.
+import { lstat, mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { GaveUpError, GitCommandError, OperationError } from '../errors.js';
+import type { Git } from '../git/git.js';
+import { classifyPush } from '../git/push-outcome.js';
+import { displayUri } from '../logger.js';
+import { lockPath } from '../pool-state.js';
+
+export interface InitOptions {
+  uri: string;
+  branch: string;
+  pool: string;
+  locks: readonly string[];
+  workdir: string;
+  message: string;
+}
+
+export type InitResult =
+  | { kind: 'pushed'; ref: string; createdBranch: boolean; added: string[] }
+  | { kind: 'unchanged'; ref: string };
+
+/** Lost races in a row before giving up (someone else keeps changing the branch). */
+const ATTEMPTS = 5;
+
+export async function initPool(git: Git, options: InitOptions): Promise<InitResult> {
+  const { workdir, branch, pool } = options;
+  const run = (args: readonly string[]) => git.run(args, { cwd: workdir });
+  const branchRef = `refs/heads/${branch}`;
+  const trackingRef = `refs/remotes/origin/${branch}`;
+  await mkdir(workdir, { recursive: true });
+  await run(['init', '--quiet']);
+  await run(['remote', 'add', 'origin', options.uri]);
+
+  for (let attempt = 1; ; attempt++) {
+    const heads = await run(['ls-remote', '--', 'origin', branchRef]);
+    const exists = heads.split('\n').some((line) => line.split('\t')[1] === branchRef);
+    if (exists) {
+      await run([
+        'fetch',
+        '--quiet',
+        '--no-tags',
+        '--depth=1',
+        'origin',
+        `+${branchRef}:${trackingRef}`,
+      ]);
+      await run(['checkout', '--quiet', '--force', '-B', branch, trackingRef]);
+      await run(['clean', '--quiet', '-ffdx']);
+    } else {
+      // A new branch holds only pools: it starts from nothing, not from another branch.
+      await run(['symbolic-ref', 'HEAD', branchRef]);
+      // An earlier attempt's commit, if its push was refused, must not become this one's parent.
+      await run(['update-ref', '-d', branchRef]);
+      await run(['rm', '-r', '--quiet', '--cached', '--ignore-unmatch', '--', '.']);
+      await run(['clean', '--quiet', '-ffdx']);
+    }
+
+    const paths: string[] = [];
+    for (const state of ['claimed', 'unclaimed'] as const) {
+      await ensureFolder(join(workdir, pool), `${pool}/`);
+      await ensureFolder(join(workdir, pool, state), `${pool}/${state}/`);
+      const keep = lockPath(pool, state, '.gitkeep');
+      if (!(await isFile(join(workdir, keep)))) {
+        await writeFile(join(workdir, keep), '');
+        paths.push(keep);
+      }
+    }
+    for (const name of options.locks) {
+      for (const state of ['claimed', 'unclaimed'] as const) {
+        if (await pathExists(join(workdir, lockPath(pool, state, name))))
+          throw new OperationError(`lock "${name}" already exists in pool "${pool}" (${state})`);
+      }
+      const path = lockPath(pool, 'unclaimed', name);
+      await writeFile(join(workdir, path), '');
+      paths.push(path);
+    }
+    if (paths.length === 0) {
+      return { kind: 'unchanged', ref: (await run(['rev-parse', 'HEAD'])).trim() };
+    }
+    await run(['add', '--', ...paths]);
+    await run(['commit', '--quiet', '--no-verify', '--cleanup=verbatim', '-m', options.message]);
+    const ref = (await run(['rev-parse', 'HEAD'])).trim();
+    let out: string;
+    try {
+      out = await run(['push', '--porcelain', 'origin', `HEAD:${branchRef}`]);
+    } catch (error) {
+      if (!(error instanceof GitCommandError)) throw error;
+      out = error.stdout;
+      if (classifyPush(out, branchRef) === undefined) throw error;
+    }
+    const outcome = classifyPush(out, branchRef);
+    if (outcome === 'pushed') {
+      const added = options.locks.filter((name) =>
+        paths.includes(lockPath(pool, 'unclaimed', name)),
+      );
+      return { kind: 'pushed', ref, createdBranch: !exists, added };
+    }
+    if (attempt >= ATTEMPTS)
+      throw new GaveUpError(
+        `gave up after ${attempt} attempts`,
+        new Error(`branch "${branch}" of ${displayUri(options.uri)} kept changing under us`),
+      );
+  }
+}
+
+async function ensureFolder(path: string, display: string): Promise<void> {
+  try {
+    const info = await lstat(path);
+    if (!info.isDirectory())
+      throw new OperationError(`cannot create pool: ${display} exists and is not a folder`);
+  } catch (error) {
+    if (error instanceof OperationError) throw error;
+    await mkdir(path);
+  }
+}
+
+async function isFile(path: string): Promise<boolean> {
+  try {
+    return (await lstat(path)).isFile();
+  } catch {
+    return false;
+  }
+}
+
+async function pathExists(path: string): Promise<boolean> {
+  try {
+    await lstat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,51 @@
+// `pool status` output: a table for people, or JSON for scripts, from the locks' records.
+import { formatMs } from '../errors.js';
+import { formatInstant, type LockRecord } from '../lock-holders.js';
+
+export interface StatusEntry {
+  name: string;
+  state: 'claimed' | 'unclaimed';
+  /** Who holds it (claimed locks only). */
+  claimed_by: string | null;
+  /** When it was claimed (claimed locks only). */
+  claimed_at: string | null;
+  /** When it entered its current state (claimed, released or added). */
+  since: string | null;
+}
+
+export function statusEntries(records: readonly LockRecord[]): StatusEntry[] {
+  return records.map((record) => {
+    const since = record.since ? formatInstant(record.since) : null;
+    const claimed = record.state === 'claimed';
+    return {
+      name: record.name,
+      state: record.state,
+      claimed_by: claimed ? (record.by ?? null) : null,
+      claimed_at: claimed ? since : null,
+      since,
+    };
+  });
+}
+
+/** Left-aligned columns, two spaces apart; `-` where there is nothing to say, `?` if unknown. */
+export function statusTable(entries: readonly StatusEntry[], now: number): string {
+  const rows = [
+    ['LOCK', 'STATE', 'HOLDER', 'SINCE', 'FOR'],
+    ...entries.map((entry) => [
+      entry.name,
+      entry.state,
+      entry.state === 'claimed' ? (entry.claimed_by ?? '?') : '-',
+      entry.since ?? '?',
+      entry.since ? formatMs(Math.max(0, now - Date.parse(entry.since))) : '?',
+    ]),
+  ];
+  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
+  return rows
+    .map((row) =>
+      row
+        .map((cell, column) => (column === row.length - 1 ? cell : cell.padEnd(widths[column]!)))
+        .join('  '),
+    )
+    .join('\n')
+    .concat('\n');
+}

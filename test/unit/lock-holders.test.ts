@@ -1,0 +1,100 @@
+import { describe, expect, it } from 'vitest';
+import { describeHolder, holderFromCommit } from '../../src/lock-holders.js';
+import { ProgressReporter } from '../../src/progress.js';
+import { Logger } from '../../src/logger.js';
+
+const authoredAt = new Date('2026-01-01T00:00:00Z');
+const author = 'Alice <alice@example.com>';
+
+describe('holderFromCommit', () => {
+  const cases: [string, { trailers: string; body: string }, { by: string; since: string }][] = [
+    [
+      'holder trailers',
+      {
+        trailers: 'Claim-Token: t\nClaimed-At: 2026-02-02T02:02:02Z\nClaimed-By: https://ci/b/1\n',
+        body: 'claiming: a\n\nBuild URL: https://ci/b/1\n\nClaim-Token: t\n',
+      },
+      { by: 'https://ci/b/1', since: '2026-02-02T02:02:02.000Z' },
+    ],
+    [
+      'older commit: Build URL line and the commit date',
+      { trailers: '', body: 'claiming: a\n\nBuild URL: https://old/b/7\n' },
+      { by: 'https://old/b/7', since: '2026-01-01T00:00:00.000Z' },
+    ],
+    [
+      'Claimed-By "unknown" falls back to the Build URL line, then the author',
+      { trailers: 'Claimed-By: unknown\n', body: 'claiming: a\n\nBuild URL: unknown\n' },
+      { by: author, since: '2026-01-01T00:00:00.000Z' },
+    ],
+    [
+      'hand-made commit: the author',
+      { trailers: '', body: 'took it\n' },
+      { by: author, since: '2026-01-01T00:00:00.000Z' },
+    ],
+    [
+      'an unreadable Claimed-At falls back to the commit date',
+      { trailers: 'Claimed-At: yesterday\nClaimed-By: bob@desk\n', body: '' },
+      { by: 'bob@desk', since: '2026-01-01T00:00:00.000Z' },
+    ],
+  ];
+  for (const [title, facts, expected] of cases) {
+    it(title, () => {
+      const { by, since } = holderFromCommit({ ...facts, author, authoredAt });
+      expect({ by, since: since.toISOString() }).toEqual(expected);
+    });
+  }
+});
+
+describe('describeHolder', () => {
+  it('says who, since when and for how long', () => {
+    const since = new Date('2026-01-01T00:00:00Z');
+    expect(
+      describeHolder({ name: 'a', state: 'claimed', by: 'x', since }, since.getTime() + 90_000, 16),
+    ).toBe('by x since 2026-01-01T00:00:00Z (for 1m30s)');
+  });
+  it('says how far it looked when the claiming commit was not found', () => {
+    expect(describeHolder({ name: 'a', state: 'claimed' }, 0, 1360)).toBe(
+      'holder not found in the last 1360 commits',
+    );
+  });
+});
+
+describe('ProgressReporter', () => {
+  function reporter() {
+    const lines: string[] = [];
+    let now = 0;
+    const progress = new ProgressReporter(
+      new Logger((text) => lines.push(text.trimEnd())),
+      () => now,
+    );
+    return { lines, progress, advance: (ms: number) => (now += ms) };
+  }
+
+  it('one line when the situation changes, a heartbeat at most every 30 s, nothing per poll', async () => {
+    const { lines, progress, advance } = reporter();
+    for (let poll = 0; poll < 200; poll++) {
+      await progress.waiting('lock "a" is claimed', ['a'], poll * 250);
+      advance(250);
+    }
+    expect(lines).toEqual([
+      'waiting for lock: lock "a" is claimed',
+      'still waiting for lock (30s): lock "a" is claimed',
+    ]);
+  });
+
+  it('a different wanted set is a change even when the reason reads the same', async () => {
+    const { lines, progress } = reporter();
+    await progress.waiting('no unclaimed lock (2 claimed, 0 unclaimed)', ['a', 'b'], 0);
+    await progress.waiting('no unclaimed lock (2 claimed, 0 unclaimed)', ['a', 'b'], 0);
+    await progress.waiting('no unclaimed lock (2 claimed, 0 unclaimed)', ['a', 'c'], 0);
+    expect(lines).toHaveLength(2);
+  });
+
+  it('after a lost race the next wait gets its line again', async () => {
+    const { lines, progress } = reporter();
+    await progress.waiting('r', ['a'], 0);
+    progress.conflict('a');
+    await progress.waiting('r', ['a'], 0);
+    expect(lines.filter((line) => line.startsWith('waiting for lock'))).toHaveLength(2);
+  });
+});

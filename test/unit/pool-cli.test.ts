@@ -1,0 +1,115 @@
+import { describe, expect, it } from 'vitest';
+import { parsePoolArguments } from '../../src/pool-cli/arguments.js';
+import { statusEntries, statusTable } from '../../src/pool-cli/status.js';
+
+describe('parsePoolArguments', () => {
+  it('maps source flags and the command options, in any order', () => {
+    const invocation = parsePoolArguments([
+      '--uri',
+      'git@host:locks.git',
+      'claim',
+      '--branch',
+      'main',
+      'env-a',
+      '--pool',
+      'envs',
+      '--git-config',
+      'user.name=Ops',
+      '--git-config',
+      'http.lowSpeedTime=5',
+      '--wait-timeout',
+      '5m',
+      '--by',
+      'ops@desk',
+    ]);
+    expect(invocation).toMatchObject({
+      kind: 'claim',
+      name: 'env-a',
+      by: 'ops@desk',
+      waitTimeout: '5m',
+      source: {
+        uri: 'git@host:locks.git',
+        branch: 'main',
+        pool: 'envs',
+        gitConfig: ['user.name=Ops', 'http.lowSpeedTime=5'],
+      },
+    });
+  });
+
+  it('collects repeated --lock for init', () => {
+    expect(parsePoolArguments(['init', '--lock', 'a', '--lock', 'b'])).toMatchObject({
+      kind: 'init',
+      locks: ['a', 'b'],
+    });
+  });
+
+  it('help in every form', () => {
+    for (const args of [['--help'], ['-h'], ['help'], ['claim', '--help'], ['help', 'claim']]) {
+      expect(parsePoolArguments(args).kind).toBe('help');
+    }
+  });
+
+  const refused: [string[], string][] = [
+    [['init', '--lock', 'a', '--lock', 'a'], 'error: --lock names the same lock twice'],
+    [
+      ['status', 'extra'],
+      'error: pool status takes no arguments, got "extra" (see pool status --help)',
+    ],
+    [
+      ['remove', 'a', '--wait-timeout', '1s'],
+      'error: pool remove does not take --wait-timeout (see pool remove --help)',
+    ],
+    [['claim', 'a\u0007'], 'error: lock name "a\\x07" contains a control character'],
+  ];
+  for (const [args, line] of refused) {
+    it(`refuses ${JSON.stringify(args)}`, () => {
+      expect(() => parsePoolArguments(args)).toThrow(line);
+    });
+  }
+});
+
+describe('status output', () => {
+  const records = [
+    { name: 'a', state: 'unclaimed' as const, by: 'x', since: new Date('2026-01-01T00:00:00Z') },
+    {
+      name: 'build-box',
+      state: 'claimed' as const,
+      by: 'https://ci/builds/1',
+      since: new Date('2026-01-01T10:00:00Z'),
+    },
+    { name: 'c', state: 'claimed' as const },
+  ];
+
+  it('JSON: holder fields only for claimed locks, null when unknown', () => {
+    expect(statusEntries(records)).toEqual([
+      {
+        name: 'a',
+        state: 'unclaimed',
+        claimed_by: null,
+        claimed_at: null,
+        since: '2026-01-01T00:00:00Z',
+      },
+      {
+        name: 'build-box',
+        state: 'claimed',
+        claimed_by: 'https://ci/builds/1',
+        claimed_at: '2026-01-01T10:00:00Z',
+        since: '2026-01-01T10:00:00Z',
+      },
+      { name: 'c', state: 'claimed', claimed_by: null, claimed_at: null, since: null },
+    ]);
+  });
+
+  it('table: aligned columns, "-" for no holder, "?" for unknown', () => {
+    const now = Date.parse('2026-01-01T12:30:00Z');
+    expect(statusTable(statusEntries(records), now)).toBe(
+      [
+        'LOCK       STATE      HOLDER               SINCE                 FOR',
+        'a          unclaimed  -                    2026-01-01T00:00:00Z  12h30m',
+        'build-box  claimed    https://ci/builds/1  2026-01-01T10:00:00Z  2h30m',
+        'c          claimed    ?                    ?                     ?',
+        '',
+      ].join('\n'),
+    );
+  });
+});
