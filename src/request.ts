@@ -4,6 +4,9 @@ import { z } from 'zod';
 import { ConfigurationError } from './errors.js';
 import { nanosToMs, parseGoDuration } from './duration.js';
 import { lockNameProblem, poolNameProblem, printable } from './lock-name.js';
+import { gitConfigKeyProblem } from './git-config-keys.js';
+import { parseKnownHosts } from './transport/known-hosts.js';
+import { readPrivateKey } from './transport/ssh-key.js';
 
 const DEFAULT_RETRY_DELAY_MS = 10_000;
 const DEFAULT_GIT_TIMEOUT_MS = 5 * 60_000;
@@ -171,7 +174,15 @@ const SOURCE_SHAPE = {
         {
           name: z
             .string({ error: 'invalid payload (git_config entries need a string name)' })
-            .min(1, 'invalid payload (git_config entries need a name)'),
+            .min(1, 'invalid payload (git_config entries need a name)')
+            .superRefine((name, ctx) => {
+              const problem = gitConfigKeyProblem(name);
+              if (problem)
+                ctx.addIssue({
+                  code: 'custom',
+                  message: `invalid payload (git_config: "${printable(name)}" ${problem})`,
+                });
+            }),
           value: z
             .union([z.string(), z.number(), z.boolean()], {
               error: 'invalid payload (git_config entries need a string value)',
@@ -214,6 +225,23 @@ const SOURCE_SHAPE = {
 
 const sourceSchema = z
   .looseObject(SOURCE_SHAPE, { error: 'invalid payload (source must be an object)' })
+  .superRefine((raw, ctx) => {
+    // A key ssh2 cannot read would only fail later, inside git, with a vaguer message. Only for
+    // SSH URIs: the reference ignored private_key for https:// and local repositories.
+    if (raw.private_key !== undefined && isSshUri(raw.uri)) {
+      const read = readPrivateKey(raw.private_key, raw.private_key_passphrase);
+      if ('problem' in read)
+        ctx.addIssue({ code: 'custom', message: `invalid payload (${read.problem})` });
+    }
+    if (raw.known_hosts !== undefined) {
+      const parsed = parseKnownHosts(raw.known_hosts);
+      if ('problem' in parsed)
+        ctx.addIssue({
+          code: 'custom',
+          message: `invalid payload (known_hosts: ${parsed.problem})`,
+        });
+    }
+  })
   .transform((raw): Source => ({
     uri: raw.uri,
     branch: raw.branch,
@@ -303,6 +331,16 @@ const outSchema = z.looseObject({
     .looseObject(outParamsShape, { error: 'invalid payload (params must be an object)' })
     .nullish(),
 });
+
+/** Whether git reaches `uri` over SSH: ssh://, git+ssh://, ssh+git:// or scp-like `[user@]host:path`. */
+export function isSshUri(uri: string): boolean {
+  if (/^(ssh|git\+ssh|ssh\+git):\/\//i.test(uri)) return true;
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(uri)) return false;
+  // git's rule: a colon before any slash makes it scp-like, unless it is a path.
+  const colon = uri.indexOf(':');
+  const slash = uri.indexOf('/');
+  return colon > 0 && (slash === -1 || colon < slash);
+}
 
 /** Git refuses some branch names; refusing them here keeps them from ever reaching argv. */
 function isSafeBranch(branch: string): boolean {
