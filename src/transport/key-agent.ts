@@ -46,7 +46,8 @@ export class KeyAgent extends BaseAgent<ParsedKey> {
   }
 
   private signWith(pubKey: ParsedKey, data: Buffer, hash: string | undefined): Buffer | Error {
-    if (!this.key.equals(pubKey)) return new Error('unknown key');
+    // ssh2's `equals` also compares private parts; the request carries only the public key.
+    if (!this.key.getPublicSSH().equals(pubKey.getPublicSSH())) return new Error('unknown key');
     // ssh2's typing says Buffer, but a failed signature comes back as an Error value.
     return this.key.sign(data, hash) as Buffer | Error;
   }

@@ -29,7 +29,7 @@ export function parseKnownHosts(text: string): { entries: KnownHostEntry[] } | {
       marker = name === '@revoked' ? 'revoked' : 'cert-authority';
     }
     const [hosts, keyType, encoded] = fields;
-    if (!hosts || !keyType || !encoded)
+    if (!hosts || !keyType || !encoded || !/^(ssh-|ecdsa-|sk-)/.test(keyType))
       return { problem: `line ${index + 1} is not "HOSTS KEYTYPE KEY" (as ssh-keyscan prints)` };
     const key = Buffer.from(encoded, 'base64');
     if (key.length < 4 || blobType(key) !== keyType)

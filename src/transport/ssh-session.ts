@@ -111,7 +111,7 @@ async function session(io: SshIo): Promise<number> {
     readyTimeout: Math.max(1, config.connectTimeoutMs - (Date.now() - started)),
     keepaliveInterval: KEEPALIVE_MS,
     keepaliveCountMax: KEEPALIVE_COUNT,
-    ...(key ? { privateKey: key.text } : {}),
+    ...(key ? { privateKey: key.text, passphrase: config.passphrase } : {}),
     ...(agent ? { agent } : {}),
     hostVerifier: (blob: Buffer) => {
       if (!pins) return true;
