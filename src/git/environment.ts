@@ -100,7 +100,8 @@ export async function createGitEnvironment(
     agentSocket: parentEnv.SSH_AUTH_SOCK || undefined,
     knownHosts: source.knownHosts,
     tunnel: source.httpsTunnel,
-    connectTimeoutMs: Math.min(SSH_CONNECT_TIMEOUT_MS, source.gitTimeoutMs),
+    // Half of git_timeout at most, so a silent server is reported as such, not as a git timeout.
+    connectTimeoutMs: Math.min(SSH_CONNECT_TIMEOUT_MS, Math.ceil(source.gitTimeoutMs / 2)),
   };
   const sshConfigPath = join(home, 'ssh.json');
   await writeFile(sshConfigPath, JSON.stringify(sshConfig), { mode: 0o600 });

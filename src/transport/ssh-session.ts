@@ -150,11 +150,18 @@ async function session(io: SshIo): Promise<number> {
     });
     client.once('close', () => reject(new SshFailure(`connection to ${where} closed`)));
   });
-  const onAbort = () => client.destroy();
+  let onAbort = () => {};
+  const timedOut = new Promise<never>((_resolve, reject) => {
+    onAbort = () => {
+      client.destroy();
+      const seconds = Math.round(config.connectTimeoutMs / 1000);
+      reject(new SshFailure(`no SSH handshake with ${where} within ${seconds}s`));
+    };
+  });
   deadline.addEventListener('abort', onAbort, { once: true });
   try {
     client.connect(connectConfig);
-    await ready;
+    await Promise.race([ready, timedOut]);
   } catch (error) {
     client.destroy();
     if (io.signal.aborted) throw new SshFailure('stopped');
