@@ -33,6 +33,8 @@ function traditionalPem(text: string, passphrase: string | undefined): string {
 /** Parses a private key; the problem, if any, is a sentence that names the field to fix. */
 export function readPrivateKey(text: string, passphrase: string | undefined): KeyResult {
   let normalized = normalizeKey(text);
+  if (/^(ssh-|ecdsa-|sk-)\S+ /.test(normalized))
+    return { problem: 'private_key is a public key (the .pub file), not a private key' };
   try {
     normalized = traditionalPem(normalized, passphrase);
   } catch (error) {
