@@ -1,17 +1,15 @@
 // The SSH program's lifetime: a silent server is given up on in bounded time, the program goes
 // away when git does, and a stopped put leaves no SSH process behind.
-import { execFile, spawn } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript, startScript } from '../helpers/run-script.js';
 import { generateKey, startSshd, type KeyPair, type Sshd } from '../helpers/sshd.js';
 
-const exec = promisify(execFile);
 const SSH_PROGRAM = resolve(import.meta.dirname, '../../dist/bin/ssh.js');
 
 let keysDir: string;
@@ -32,16 +30,23 @@ afterAll(async () => {
   await rm(keysDir, { recursive: true, force: true });
 });
 
-/** PIDs of our SSH program still running whose command line mentions `marker`. */
+/** PIDs of our SSH program (node itself, not a shell around it) whose argv mentions `marker`. */
 async function sshProcesses(marker: string): Promise<number[]> {
-  const { stdout } = await exec('ps', ['-eo', 'pid=,args=']);
-  return stdout
-    .split('\n')
-    .filter((line) => {
-      const [, command] = /^\s*\d+\s+(\S+)/.exec(line) ?? [];
-      return command === process.execPath && line.includes(SSH_PROGRAM) && line.includes(marker);
-    })
-    .map((line) => Number(line.trim().split(/\s+/)[0]));
+  const pids: number[] = [];
+  for (const name of await readdir('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const argv = await readFile(`/proc/${name}/cmdline`, 'utf8').then(
+      (text) => text.split('\0'),
+      () => [],
+    );
+    if (
+      argv[0] === process.execPath &&
+      argv[1] === SSH_PROGRAM &&
+      argv.some((a) => a.includes(marker))
+    )
+      pids.push(Number(name));
+  }
+  return pids;
 }
 
 async function eventually(condition: () => Promise<boolean>, ms: number): Promise<boolean> {
@@ -132,14 +137,14 @@ describe('the SSH program', () => {
       { args: [src] },
     );
     await run.waitForStderr(/waiting for lock/i);
-    // Stop it while it polls the remote (a git ls-remote over SSH may be in flight).
-    await new Promise((r) => setTimeout(r, 300));
+    // Stop it while it polls the remote: a git ls-remote over SSH is in flight.
+    expect(await eventually(async () => (await sshProcesses(marker)).length > 0, 5000)).toBe(true);
     const stoppedAt = Date.now();
     run.child.kill('SIGTERM');
     const result = await run.done;
     expect(result.code).toBe(143);
     expect(Date.now() - stoppedAt).toBeLessThan(1500);
     const left = await eventually(async () => (await sshProcesses(marker)).length === 0, 1000);
-    expect(left, (await exec('ps', ['-eo', 'pid,ppid,args'])).stdout).toBe(true);
+    expect(left).toBe(true);
   });
 });

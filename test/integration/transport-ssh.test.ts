@@ -241,6 +241,17 @@ describe('forward_agent', () => {
     }
   });
 
+  it('carries on without forwarding when the server refuses it', async () => {
+    await sshd.authorize([`no-agent-forwarding ${authorized.publicKey}`]);
+    try {
+      const result = await check({ forward_agent: true });
+      expect(result.stderr).toBe('');
+      expect(result.code).toBe(0);
+    } finally {
+      await sshd.authorize([authorized.publicKey, encrypted.publicKey]);
+    }
+  });
+
   it('uses the agent at SSH_AUTH_SOCK when no private_key is configured', async () => {
     const socket = join(keysDir, 'agent.sock');
     agent = spawn('ssh-agent', ['-D', '-a', socket], { stdio: 'ignore' });
