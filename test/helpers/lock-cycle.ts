@@ -1,10 +1,10 @@
 // The user-visible round trip every transport must support: check, put acquire, get of the
 // version it returned, put release; with each script's output kept for secret checks.
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { expect } from 'vitest';
 import type { LockRepo } from './lock-repo.js';
-import { runScript, tempDir, type RunOptions, type ScriptResult } from './run-script.js';
+import { runScript, type RunOptions, type ScriptResult } from './run-script.js';
 
 export interface CycleOptions extends RunOptions {
   /** Every script's result is appended here (to grep for secrets afterwards). */
@@ -26,6 +26,8 @@ export async function runLockCycle(
   expect(checked.code).toBe(0);
   expect(JSON.parse(checked.stdout)).toEqual([{ ref: await repo.tip() }]);
 
+  // Step folders live in the repository's fixture folder, removed with it.
+  const tempDir = () => mkdtemp(join(repo.root, 'step-'));
   const src = await tempDir();
   const acquired = keep(
     await runScript('out', { source, params: { acquire: true } }, { ...options, args: [src] }),

@@ -1,10 +1,12 @@
 // git_config reaches every git command intact (no shell in between), and keys that would make
 // git run a program are refused before any git work, naming the key.
 import { execFile } from 'node:child_process';
+import { mkdtemp } from 'node:fs/promises';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
-import { runScript, tempDir } from '../helpers/run-script.js';
+import { runScript } from '../helpers/run-script.js';
 
 const exec = promisify(execFile);
 let repo: LockRepo;
@@ -28,7 +30,7 @@ describe('git_config', () => {
         ]),
         params: { acquire: true },
       },
-      { args: [await tempDir()] },
+      { args: [await mkdtemp(join(repo.root, 'src-'))] },
     );
     expect(result.code, result.stderr).toBe(0);
     const { stdout } = await exec('git', ['log', '-1', '--format=%cn%n%ce%n%an', repo.branch], {
@@ -58,7 +60,7 @@ describe('git_config', () => {
     const result = await runScript(
       'out',
       { source: source([{ name: key, value: 'touch /tmp/owned' }]), params: { acquire: true } },
-      { args: [await tempDir()] },
+      { args: [await mkdtemp(join(repo.root, 'src-'))] },
     );
     expect(result.code).toBe(1);
     expect(result.stdout).toBe('');

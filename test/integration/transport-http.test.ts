@@ -96,7 +96,7 @@ describe('http:// with username and password', () => {
     const result = await runScript(
       'out',
       { source: source({ password: 'not the password' }), params: { acquire: true } },
-      { ...options(), args: [await mkdtemp(join(tmpdir(), 'pool-src-'))] },
+      { ...options(), args: [await mkdtemp(join(repo.root, 'src-'))] },
     );
     outputs.push(result);
     expect(result.code).toBe(1);

@@ -121,7 +121,7 @@ describe('the SSH program', () => {
 
   it('a put stopped while waiting over SSH exits within a second and leaves no SSH process', async () => {
     const marker = repo.bare;
-    const src = await mkdtemp(join(tmpdir(), 'pool-src-'));
+    const src = await mkdtemp(join(repo.root, 'src-'));
     const run = startScript(
       'out',
       {

@@ -137,7 +137,7 @@ describe('ssh failures are one line, quick, and never retried', () => {
     const result = await runScript(
       'out',
       { source: source({ private_key: stranger.privateKey }), params: { acquire: true } },
-      { args: [await mkdtemp(join(tmpdir(), 'pool-src-'))] },
+      { args: [await mkdtemp(join(repo.root, 'src-'))] },
     );
     outputs.push(result);
     expect(result.code).toBe(1);
