@@ -3,7 +3,7 @@
 import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { expect } from 'vitest';
-import type { LockRepo } from './lock-repo.js';
+import { git, type LockRepo } from './lock-repo.js';
 import { runScript, type RunOptions, type ScriptResult } from './run-script.js';
 
 export interface CycleOptions extends RunOptions {
@@ -51,6 +51,12 @@ export async function runLockCycle(
   expect(released.code, released.stderr).toBe(0);
   expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
   expect((await repo.subjects()).slice(0, 2)).toEqual(['unclaiming: lock-a', 'claiming: lock-a']);
+}
+
+/** Every commit's message and identities on the repository, as one text (to grep for secrets). */
+export async function commitText(repo: LockRepo): Promise<ScriptResult> {
+  const log = await git(repo.bare, 'log', '--all', '--format=%an <%ae> %cn <%ce>%n%B');
+  return { code: 0, signal: null, stdout: log, stderr: '', exitMs: 0, eofMs: 0 };
 }
 
 /** Asserts no byte of any output contains any of the secrets (or a line of a multi-line one). */

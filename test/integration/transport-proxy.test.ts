@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startConnectProxy, type ConnectProxy } from '../helpers/connect-proxy.js';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
-import { expectNoSecrets, runLockCycle } from '../helpers/lock-cycle.js';
+import { commitText, expectNoSecrets, runLockCycle } from '../helpers/lock-cycle.js';
 import { freePort } from '../helpers/net.js';
 import { runScript, type ScriptResult } from '../helpers/run-script.js';
 import { generateKey, startSshd, type KeyPair, type Sshd } from '../helpers/sshd.js';
@@ -108,13 +108,16 @@ describe('https_tunnel', () => {
     expectOneLineFailure(result, /ssh: cannot reach proxy 127\.0\.0\.1:\d+: ECONNREFUSED/);
   });
 
-  it('never shows the proxy password', () => {
+  it('never shows the proxy password', async () => {
     expect(outputs.length).toBeGreaterThan(8);
-    expectNoSecrets(outputs, [
-      PROXY_PASSWORD,
-      'wrong proxy password',
-      Buffer.from(`${PROXY_USER}:${PROXY_PASSWORD}`).toString('base64'),
-      key.privateKey,
-    ]);
+    expectNoSecrets(
+      [...outputs, await commitText(repo)],
+      [
+        PROXY_PASSWORD,
+        'wrong proxy password',
+        Buffer.from(`${PROXY_USER}:${PROXY_PASSWORD}`).toString('base64'),
+        key.privateKey,
+      ],
+    );
   });
 });
