@@ -225,23 +225,6 @@ const SOURCE_SHAPE = {
 
 const sourceSchema = z
   .looseObject(SOURCE_SHAPE, { error: 'invalid payload (source must be an object)' })
-  .superRefine((raw, ctx) => {
-    // A key ssh2 cannot read would only fail later, inside git, with a vaguer message. Only for
-    // SSH URIs: the reference ignored private_key for https:// and local repositories.
-    if (raw.private_key !== undefined && isSshUri(raw.uri)) {
-      const read = readPrivateKey(raw.private_key, raw.private_key_passphrase);
-      if ('problem' in read)
-        ctx.addIssue({ code: 'custom', message: `invalid payload (${read.problem})` });
-    }
-    if (raw.known_hosts !== undefined) {
-      const parsed = parseKnownHosts(raw.known_hosts);
-      if ('problem' in parsed)
-        ctx.addIssue({
-          code: 'custom',
-          message: `invalid payload (known_hosts: ${parsed.problem})`,
-        });
-    }
-  })
   .transform((raw): Source => ({
     uri: raw.uri,
     branch: raw.branch,
@@ -402,11 +385,36 @@ function parseSource(raw: unknown, problems: string[], warnings: string[]): Sour
   }
   const result = sourceSchema.safeParse(raw);
   warnings.push(...unknownKeys(raw, Object.keys(SOURCE_SHAPE), 'source'));
-  if (!result.success) {
-    problems.push(...issueLines(result.error, 'source'));
-    return undefined;
+  if (!result.success) problems.push(...issueLines(result.error, 'source'));
+  const transport = transportProblems(raw);
+  problems.push(...transport);
+  return result.success && transport.length === 0 ? result.data : undefined;
+}
+
+/**
+ * Reads private_key and known_hosts now, so a key ssh2 cannot read fails here, naming the field,
+ * not later inside git. Runs on the raw source so these lines join every other problem.
+ */
+function transportProblems(raw: unknown): string[] {
+  if (typeof raw !== 'object' || raw === null) return [];
+  const field = (name: string) => {
+    const value = (raw as Record<string, unknown>)[name];
+    return typeof value === 'string' && value !== '' ? value : undefined;
+  };
+  const problems: string[] = [];
+  const uri = field('uri');
+  const privateKey = field('private_key');
+  // Only for SSH URIs: the reference ignored private_key for https:// and local repositories.
+  if (privateKey !== undefined && uri !== undefined && isSshUri(uri)) {
+    const read = readPrivateKey(privateKey, field('private_key_passphrase'));
+    if ('problem' in read) problems.push(`invalid payload (${read.problem})`);
   }
-  return result.data;
+  const knownHosts = field('known_hosts');
+  if (knownHosts !== undefined) {
+    const parsed = parseKnownHosts(knownHosts);
+    if ('problem' in parsed) problems.push(`invalid payload (known_hosts: ${parsed.problem})`);
+  }
+  return problems;
 }
 
 function finish<T>(problems: string[], build: () => T, warnings: string[]): Parsed<T> {
