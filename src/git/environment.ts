@@ -52,6 +52,20 @@ export async function createGitEnvironment(
   parentEnv: NodeJS.ProcessEnv,
 ): Promise<GitEnvironment> {
   const home = await mkdtemp(join(parentEnv.TMPDIR || tmpdir(), 'pool-resource-'));
+  try {
+    return await fill(home, source, parentEnv);
+  } catch (error) {
+    // Nobody will dispose of a folder whose environment was never handed out.
+    await rm(home, { recursive: true, force: true });
+    throw error;
+  }
+}
+
+async function fill(
+  home: string,
+  source: Source,
+  parentEnv: NodeJS.ProcessEnv,
+): Promise<GitEnvironment> {
   const env: Record<string, string> = {};
   for (const key of PASS_THROUGH) {
     const value = parentEnv[key];
