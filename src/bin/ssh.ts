@@ -16,6 +16,12 @@ const watch = setInterval(() => {
 watch.unref();
 for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGPIPE'] as const)
   process.on(signal, () => controller.abort());
+// git shows our stderr to the user: one line, never a stack trace.
+process.on('uncaughtException', (error) => {
+  process.stderr.write(`ssh: ${error.message.split('\n')[0] ?? 'failed'}\n`, () =>
+    process.exit(SSH_FAILED),
+  );
+});
 
 let code: number;
 const path = process.env[SSH_CONFIG_ENV];
