@@ -8,6 +8,17 @@ export class ConfigurationError extends Error {
   }
 }
 
+/** The repository refused our credentials, host key or proxy login: a retry cannot help. */
+export class AccessError extends ConfigurationError {
+  override name = 'AccessError';
+  constructor(
+    readonly args: readonly string[],
+    readonly reason: string,
+  ) {
+    super([`error: git ${args[0] ?? ''} cannot use the lock repository: ${reason}`]);
+  }
+}
+
 /** An operation that cannot succeed against the repository as it is (not retried). */
 export class OperationError extends Error {
   override name = 'OperationError';
@@ -67,11 +78,17 @@ export function describeError(error: unknown): string {
   return String(error);
 }
 
+/** What git adds after every failed connection; dropping it keeps the line that says why. */
+const GIT_BOILERPLATE = [
+  'Please make sure you have the correct access rights',
+  'and the repository exists.',
+];
+
 function lastLines(text: string): string {
   const lines = text
     .split('\n')
     .map((line) => line.trim())
-    .filter((line) => line !== '' && !line.startsWith('hint:'));
+    .filter((line) => line !== '' && !line.startsWith('hint:') && !GIT_BOILERPLATE.includes(line));
   return lines.slice(-3).join(' / ');
 }
 

@@ -4,6 +4,9 @@ import { z } from 'zod';
 import { ConfigurationError } from './errors.js';
 import { nanosToMs, parseGoDuration } from './duration.js';
 import { lockNameProblem, poolNameProblem, printable } from './lock-name.js';
+import { gitConfigKeyProblem } from './git-config-keys.js';
+import { parseKnownHosts } from './transport/known-hosts.js';
+import { readPrivateKey } from './transport/ssh-key.js';
 
 const DEFAULT_RETRY_DELAY_MS = 10_000;
 const DEFAULT_GIT_TIMEOUT_MS = 5 * 60_000;
@@ -171,7 +174,15 @@ const SOURCE_SHAPE = {
         {
           name: z
             .string({ error: 'invalid payload (git_config entries need a string name)' })
-            .min(1, 'invalid payload (git_config entries need a name)'),
+            .min(1, 'invalid payload (git_config entries need a name)')
+            .superRefine((name, ctx) => {
+              const problem = gitConfigKeyProblem(name);
+              if (problem)
+                ctx.addIssue({
+                  code: 'custom',
+                  message: `invalid payload (git_config: "${printable(name)}" ${problem})`,
+                });
+            }),
           value: z
             .union([z.string(), z.number(), z.boolean()], {
               error: 'invalid payload (git_config entries need a string value)',
@@ -304,6 +315,16 @@ const outSchema = z.looseObject({
     .nullish(),
 });
 
+/** Whether git reaches `uri` over SSH: ssh://, git+ssh://, ssh+git:// or scp-like `[user@]host:path`. */
+export function isSshUri(uri: string): boolean {
+  if (/^(ssh|git\+ssh|ssh\+git):\/\//i.test(uri)) return true;
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(uri)) return false;
+  // git's rule: a colon before any slash makes it scp-like, unless it is a path.
+  const colon = uri.indexOf(':');
+  const slash = uri.indexOf('/');
+  return colon > 0 && (slash === -1 || colon < slash);
+}
+
 /** Git refuses some branch names; refusing them here keeps them from ever reaching argv. */
 function isSafeBranch(branch: string): boolean {
   return (
@@ -364,11 +385,36 @@ function parseSource(raw: unknown, problems: string[], warnings: string[]): Sour
   }
   const result = sourceSchema.safeParse(raw);
   warnings.push(...unknownKeys(raw, Object.keys(SOURCE_SHAPE), 'source'));
-  if (!result.success) {
-    problems.push(...issueLines(result.error, 'source'));
-    return undefined;
+  if (!result.success) problems.push(...issueLines(result.error, 'source'));
+  const transport = transportProblems(raw);
+  problems.push(...transport);
+  return result.success && transport.length === 0 ? result.data : undefined;
+}
+
+/**
+ * Reads private_key and known_hosts now, so a key ssh2 cannot read fails here, naming the field,
+ * not later inside git. Runs on the raw source so these lines join every other problem.
+ */
+function transportProblems(raw: unknown): string[] {
+  if (typeof raw !== 'object' || raw === null) return [];
+  const field = (name: string) => {
+    const value = (raw as Record<string, unknown>)[name];
+    return typeof value === 'string' && value !== '' ? value : undefined;
+  };
+  const problems: string[] = [];
+  const uri = field('uri');
+  const privateKey = field('private_key');
+  // Only for SSH URIs: the reference ignored private_key for https:// and local repositories.
+  if (privateKey !== undefined && uri !== undefined && isSshUri(uri)) {
+    const read = readPrivateKey(privateKey, field('private_key_passphrase'));
+    if ('problem' in read) problems.push(`invalid payload (${read.problem})`);
   }
-  return result.data;
+  const knownHosts = field('known_hosts');
+  if (knownHosts !== undefined) {
+    const parsed = parseKnownHosts(knownHosts);
+    if ('problem' in parsed) problems.push(`invalid payload (known_hosts: ${parsed.problem})`);
+  }
+  return problems;
 }
 
 function finish<T>(problems: string[], build: () => T, warnings: string[]): Parsed<T> {

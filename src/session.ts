@@ -18,9 +18,21 @@ export function registerSecrets(source: Source, ctx: CommandContext): void {
     source.password,
     source.httpsTunnel?.proxyPassword,
     uriPassword(source.uri),
+    basicCredentials(source.username, source.password),
+    basicCredentials(source.httpsTunnel?.proxyUser, source.httpsTunnel?.proxyPassword),
+    // Headers and tokens set through git_config (e.g. http.extraHeader with a bearer token).
+    ...source.gitConfig
+      .filter(({ name }) => /extraheader|password|token|secret/i.test(name))
+      .map(({ value }) => value),
   ]) {
     ctx.log.addSecret(secret);
   }
+}
+
+/** `user:password` as it travels in a Basic Authorization header, should anything echo one. */
+function basicCredentials(user: string | undefined, password: string | undefined) {
+  if (password === undefined) return undefined;
+  return Buffer.from(`${user ?? ''}:${password}`).toString('base64');
 }
 
 export async function openSession(source: Source, ctx: CommandContext): Promise<Session> {

@@ -1,10 +1,12 @@
 // Builds the one environment every git child gets: a private HOME, no system or user config,
 // no prompts, our committer identity and the user's git_config. Credentials and transports
 // (SSH, HTTPS) add their variables here, so nothing else decides what git sees.
-import { mkdtemp, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Source } from '../request.js';
+import { SSH_CONFIG_ENV, type SshTransportConfig } from '../transport/ssh-config.js';
 
 export interface GitEnvironment {
   /** Private folder (HOME of every git child), removed by `dispose`. */
@@ -14,6 +16,22 @@ export interface GitEnvironment {
   readonly unsafe: Record<string, boolean>;
   dispose(): Promise<void>;
 }
+
+/** Our SSH command (dist/bin/ssh.js next to this module's dist/git/). */
+const SSH_PROGRAM = fileURLToPath(new URL('../bin/ssh.js', import.meta.url));
+/** Longest wait for an SSH connection (TCP, proxy, handshake, authentication). */
+const SSH_CONNECT_TIMEOUT_MS = 30_000;
+
+/**
+ * git's askpass program for HTTP(S) basic auth: it answers git's "Username for …" and
+ * "Password for …" prompts from this request's environment, so credentials never touch a file.
+ */
+const ASKPASS_SCRIPT = `#!/bin/sh
+case "$1" in
+  Username*) printf '%s\\n' "$POOL_RESOURCE_GIT_USERNAME" ;;
+  *) printf '%s\\n' "$POOL_RESOURCE_GIT_PASSWORD" ;;
+esac
+`;
 
 export const DEFAULT_COMMITTER = { name: 'CI Pool Resource', email: 'ci-pool@localhost' };
 
@@ -34,6 +52,20 @@ export async function createGitEnvironment(
   parentEnv: NodeJS.ProcessEnv,
 ): Promise<GitEnvironment> {
   const home = await mkdtemp(join(parentEnv.TMPDIR || tmpdir(), 'pool-resource-'));
+  try {
+    return await fill(home, source, parentEnv);
+  } catch (error) {
+    // Nobody will dispose of a folder whose environment was never handed out.
+    await rm(home, { recursive: true, force: true });
+    throw error;
+  }
+}
+
+async function fill(
+  home: string,
+  source: Source,
+  parentEnv: NodeJS.ProcessEnv,
+): Promise<GitEnvironment> {
   const env: Record<string, string> = {};
   for (const key of PASS_THROUGH) {
     const value = parentEnv[key];
@@ -62,6 +94,47 @@ export async function createGitEnvironment(
   if (source.skipSslVerification) config.push(['http.sslVerify', 'false']);
   // The user's entries come last, so their identity or settings win over our defaults.
   for (const entry of source.gitConfig) config.push([entry.name, entry.value]);
+  const unsafe: Record<string, boolean> = {
+    // GIT_CONFIG_COUNT carries our settings and the user's git_config without a shell or a
+    // config file; simple-git refuses it unless asked, since it can name program-running keys
+    // (request.ts refuses those in git_config).
+    allowUnsafeConfigEnvCount: true,
+    // GIT_SSH_COMMAND below is ours: the SSH transport program shipped with the resource.
+    allowUnsafeSshCommand: true,
+  };
+
+  // SSH: git runs our ssh2-based program; its settings (key included) go in a 0600 file in the
+  // private folder, never in argv. git runs GIT_SSH_COMMAND through a shell, so both paths are
+  // single-quoted. The variant makes git pass `-p PORT` and `-o SendEnv=GIT_PROTOCOL`.
+  const sshConfig: SshTransportConfig = {
+    privateKey: source.privateKey,
+    passphrase: source.privateKeyPassphrase,
+    user: source.privateKeyUser,
+    forwardAgent: source.forwardAgent,
+    agentSocket: parentEnv.SSH_AUTH_SOCK || undefined,
+    knownHosts: source.knownHosts,
+    tunnel: source.httpsTunnel,
+    // Half of git_timeout at most, so a silent server is reported as such, not as a git timeout.
+    connectTimeoutMs: Math.min(SSH_CONNECT_TIMEOUT_MS, Math.ceil(source.gitTimeoutMs / 2)),
+  };
+  const sshConfigPath = join(home, 'ssh.json');
+  await writeFile(sshConfigPath, JSON.stringify(sshConfig), { mode: 0o600 });
+  env[SSH_CONFIG_ENV] = sshConfigPath;
+  env.GIT_SSH_COMMAND = `${shellQuote(process.execPath)} ${shellQuote(SSH_PROGRAM)}`;
+  env.GIT_SSH_VARIANT = 'ssh';
+
+  // HTTP(S) basic auth through git's askpass hook, answered from the environment.
+  if (source.username !== undefined || source.password !== undefined) {
+    const askpass = join(home, 'askpass.sh');
+    await writeFile(askpass, ASKPASS_SCRIPT, { mode: 0o700 });
+    await chmod(askpass, 0o700);
+    env.GIT_ASKPASS = askpass;
+    env.POOL_RESOURCE_GIT_USERNAME = source.username ?? '';
+    env.POOL_RESOURCE_GIT_PASSWORD = source.password ?? '';
+    // The askpass program is ours (above); simple-git refuses GIT_ASKPASS otherwise.
+    unsafe.allowUnsafeAskPass = true;
+  }
+
   env.GIT_CONFIG_COUNT = String(config.length);
   config.forEach(([key, value], index) => {
     env[`GIT_CONFIG_KEY_${index}`] = key;
@@ -70,9 +143,11 @@ export async function createGitEnvironment(
   return {
     home,
     env,
-    // GIT_CONFIG_COUNT carries our settings and the user's git_config without a shell or a
-    // config file; simple-git refuses it unless asked, since it can name program-running keys.
-    unsafe: { allowUnsafeConfigEnvCount: true },
+    unsafe,
     dispose: () => rm(home, { recursive: true, force: true }),
   };
+}
+
+function shellQuote(value: string): string {
+  return `'${value.replace(/'/g, `'\\''`)}'`;
 }

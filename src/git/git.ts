@@ -1,7 +1,14 @@
 // Runs one git command through simple-git with the request's environment, the run's cancellation
 // signal and a per-command time limit. Every git invocation of the resource goes through here.
 import { GitPluginError, simpleGit, type SimpleGitOptions } from 'simple-git';
-import { CancelledError, ConfigurationError, GitCommandError, GitTimeoutError } from '../errors.js';
+import {
+  AccessError,
+  CancelledError,
+  ConfigurationError,
+  GitCommandError,
+  GitTimeoutError,
+} from '../errors.js';
+import { accessFailure } from './access-failure.js';
 import type { GitEnvironment } from './environment.js';
 
 export interface GitRunOptions {
@@ -56,7 +63,11 @@ export class Git {
     } catch (error) {
       if (parent.aborted) throw new CancelledError(parent.reason);
       if (timeout.aborted) throw new GitTimeoutError(args, this.timeoutMs);
-      if (failure) throw failure;
+      if (failure) {
+        // Refused credentials or host key: fail once, clearly, instead of retrying.
+        const reason = accessFailure(failure.stderr);
+        throw reason ? new AccessError(args, reason) : failure;
+      }
       // simple-git refuses settings that make git run programs (core.sshCommand, hooks, …):
       // only the user's git_config can bring those, so it is a request that can never work.
       if (

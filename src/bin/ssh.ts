@@ -1,0 +1,53 @@
+// Entry point of the SSH command git runs (GIT_SSH_COMMAND): the only code of that program that
+// touches `process`. It exits when its work is done, when git goes away, or on a stop signal.
+import { readFileSync } from 'node:fs';
+import { parseSshConfig, SSH_CONFIG_ENV } from '../transport/ssh-config.js';
+import { runSsh, SSH_FAILED } from '../transport/ssh-session.js';
+
+/** How often to look whether git (our parent) is still there. */
+const PARENT_POLL_MS = 500;
+
+const controller = new AbortController();
+const parent = process.ppid;
+const watch = setInterval(() => {
+  // Reparented: git died without closing our pipes (SIGKILL of its group leaves us orphaned).
+  if (process.ppid !== parent) controller.abort();
+}, PARENT_POLL_MS);
+watch.unref();
+for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGPIPE'] as const)
+  process.on(signal, () => controller.abort());
+// git shows our stderr to the user: one line, never a stack trace.
+process.on('uncaughtException', (error) => {
+  process.stderr.write(`ssh: ${error.message.split('\n')[0] ?? 'failed'}\n`, () =>
+    process.exit(SSH_FAILED),
+  );
+});
+
+let code: number;
+const path = process.env[SSH_CONFIG_ENV];
+if (!path) {
+  process.stderr.write(
+    `ssh: ${SSH_CONFIG_ENV} is not set: this program is run by pool-resource's git\n`,
+  );
+  code = SSH_FAILED;
+} else {
+  let config;
+  try {
+    config = parseSshConfig(readFileSync(path, 'utf8'));
+  } catch {
+    process.stderr.write(`ssh: cannot read ${SSH_CONFIG_ENV} (${path})\n`);
+  }
+  code = !config
+    ? SSH_FAILED
+    : await runSsh({
+        args: process.argv.slice(2),
+        env: process.env,
+        config,
+        stdin: process.stdin,
+        stdout: process.stdout,
+        stderr: process.stderr,
+        signal: controller.signal,
+      });
+}
+// Pending writes reach git before we go; stdin may still be open, so exit explicitly.
+process.stdout.write('', () => process.stderr.write('', () => process.exit(code)));

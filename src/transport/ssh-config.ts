@@ -1,0 +1,31 @@
+// What the resource hands its SSH command: a JSON file in the request's private folder (mode
+// 0600, removed with the folder), named by an environment variable, so no secret is in argv.
+import type { HttpsTunnel } from '../request.js';
+
+export const SSH_CONFIG_ENV = 'POOL_RESOURCE_SSH_CONFIG';
+
+export interface SshTransportConfig {
+  privateKey?: string;
+  passphrase?: string;
+  /** `private_key_user`: the user when the URI names none. */
+  user?: string;
+  forwardAgent: boolean;
+  /** The caller's SSH_AUTH_SOCK, used when no private_key is configured. */
+  agentSocket?: string;
+  knownHosts?: string;
+  tunnel?: HttpsTunnel;
+  /** Bound on TCP connect + proxy + handshake + authentication. */
+  connectTimeoutMs: number;
+}
+
+export function parseSshConfig(text: string): SshTransportConfig {
+  const value: unknown = JSON.parse(text);
+  if (typeof value !== 'object' || value === null) throw new Error('malformed configuration');
+  const config = value as Partial<SshTransportConfig>;
+  return {
+    ...config,
+    forwardAgent: config.forwardAgent === true,
+    connectTimeoutMs:
+      typeof config.connectTimeoutMs === 'number' ? config.connectTimeoutMs : 30_000,
+  };
+}

@@ -1,0 +1,150 @@
+// The SSH program's lifetime: a silent server is given up on in bounded time, the program goes
+// away when git does, and a stopped put leaves no SSH process behind.
+import { spawn } from 'node:child_process';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { createServer, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
+import { runScript, startScript } from '../helpers/run-script.js';
+import { generateKey, startSshd, type KeyPair, type Sshd } from '../helpers/sshd.js';
+
+const SSH_PROGRAM = resolve(import.meta.dirname, '../../dist/bin/ssh.js');
+
+let keysDir: string;
+let key: KeyPair;
+let sshd: Sshd;
+let repo: LockRepo;
+
+beforeAll(async () => {
+  keysDir = await mkdtemp(join(tmpdir(), 'pool-keys-'));
+  key = await generateKey(keysDir, 'client', { type: 'ed25519' });
+  sshd = await startSshd([key.publicKey]);
+  repo = await createLockRepo({ pool: { claimed: ['lock-a'] } });
+});
+
+afterAll(async () => {
+  await sshd?.stop();
+  await repo?.cleanup();
+  await rm(keysDir, { recursive: true, force: true });
+});
+
+/** PIDs of our SSH program (node itself, not a shell around it) whose argv mentions `marker`. */
+async function sshProcesses(marker: string): Promise<number[]> {
+  const pids: number[] = [];
+  for (const name of await readdir('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const argv = await readFile(`/proc/${name}/cmdline`, 'utf8').then(
+      (text) => text.split('\0'),
+      () => [],
+    );
+    if (
+      argv[0] === process.execPath &&
+      argv[1] === SSH_PROGRAM &&
+      argv.some((a) => a.includes(marker))
+    )
+      pids.push(Number(name));
+  }
+  return pids;
+}
+
+async function eventually(condition: () => Promise<boolean>, ms: number): Promise<boolean> {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    if (await condition()) return true;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return condition();
+}
+
+describe('the SSH program', () => {
+  it('gives up on a server that accepts but never speaks, within half of git_timeout', async () => {
+    const sockets: Socket[] = [];
+    const silent: Server = createServer((socket) => sockets.push(socket));
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    const address = silent.address();
+    const port = typeof address === 'object' && address ? address.port : 0;
+    try {
+      const started = Date.now();
+      const result = await runScript('check', {
+        source: {
+          uri: `ssh://git@127.0.0.1:${port}/locks.git`,
+          branch: 'master',
+          pool: 'pool',
+          private_key: key.privateKey,
+          git_timeout: '4s',
+        },
+      });
+      const took = Date.now() - started;
+      expect(result.code).toBe(1);
+      expect(result.stderr.trimEnd().split('\n')).toHaveLength(1);
+      expect(result.stderr).toMatch(/ssh: no SSH handshake with \[127\.0\.0\.1\]:\d+ within 2s/);
+      // check makes at most two connections (fetch, then ls-remote to tell a missing branch).
+      expect(took).toBeGreaterThanOrEqual(2000);
+      expect(took).toBeLessThan(6000);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      silent.close();
+    }
+  });
+
+  it('exits when git (its parent) dies, even with its pipes still open', async () => {
+    const config = join(keysDir, 'ssh.json');
+    await writeFile(
+      config,
+      JSON.stringify({ privateKey: key.privateKey, forwardAgent: false, connectTimeoutMs: 10_000 }),
+      { mode: 0o600 },
+    );
+    const marker = `orphan-${Date.now()}`;
+    // `; true` keeps sh as the parent (no exec), like git waiting for its SSH command.
+    const parent = spawn(
+      'sh',
+      [
+        '-c',
+        `"${process.execPath}" "${SSH_PROGRAM}" -p ${sshd.port} ${sshd.user}@127.0.0.1 "git-upload-pack '${repo.bare}' # ${marker}"; true`,
+      ],
+      {
+        stdio: ['pipe', 'pipe', 'pipe'],
+        env: { ...process.env, POOL_RESOURCE_SSH_CONFIG: config },
+      },
+    );
+    // upload-pack's advertisement arrives once the session is up; then git "dies".
+    await new Promise<void>((r) => parent.stdout.once('data', () => r()));
+    expect(await sshProcesses(marker)).toHaveLength(1);
+    parent.kill('SIGKILL');
+    expect(await eventually(async () => (await sshProcesses(marker)).length === 0, 2000)).toBe(
+      true,
+    );
+    parent.stdin.destroy();
+  });
+
+  it('a put stopped while waiting over SSH exits within a second and leaves no SSH process', async () => {
+    const marker = repo.bare;
+    const src = await mkdtemp(join(repo.root, 'src-'));
+    const run = startScript(
+      'out',
+      {
+        source: {
+          uri: sshd.url(repo.bare),
+          branch: repo.branch,
+          pool: 'pool',
+          private_key: key.privateKey,
+          retry_delay: '200ms',
+        },
+        params: { acquire: true },
+      },
+      { args: [src] },
+    );
+    await run.waitForStderr(/waiting for lock/i);
+    // Stop it while it polls the remote: a git ls-remote over SSH is in flight.
+    expect(await eventually(async () => (await sshProcesses(marker)).length > 0, 5000)).toBe(true);
+    const stoppedAt = Date.now();
+    run.child.kill('SIGTERM');
+    const result = await run.done;
+    expect(result.code).toBe(143);
+    expect(Date.now() - stoppedAt).toBeLessThan(1500);
+    const left = await eventually(async () => (await sshProcesses(marker)).length === 0, 1000);
+    expect(left).toBe(true);
+  });
+});

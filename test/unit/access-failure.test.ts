@@ -1,0 +1,39 @@
+import { describe, expect, it } from 'vitest';
+import { accessFailure } from '../../src/git/access-failure.js';
+
+// stderr of failed git 2.39 commands, as recorded on this machine.
+describe('accessFailure', () => {
+  it.each([
+    [
+      'ssh: authentication failed for git@[127.0.0.1]:2222 (private_key)\nfatal: Could not read from remote repository.\n\nPlease make sure you have the correct access rights\nand the repository exists.\n',
+      'ssh: authentication failed for git@[127.0.0.1]:2222 (private_key)',
+    ],
+    [
+      'ssh: host key of [h]:22 does not match known_hosts (server offered ssh-ed25519 SHA256:x)\nfatal: Could not read from remote repository.\n',
+      'ssh: host key of [h]:22 does not match known_hosts (server offered ssh-ed25519 SHA256:x)',
+    ],
+    [
+      "fatal: Authentication failed for 'http://127.0.0.1:3000/locks.git/'\n",
+      "fatal: Authentication failed for 'http://127.0.0.1:3000/locks.git/' (check username and password)",
+    ],
+    [
+      "fatal: could not read Username for 'http://127.0.0.1:3000': terminal prompts disabled\n",
+      "fatal: could not read Username for 'http://127.0.0.1:3000': terminal prompts disabled (the server asks for credentials: set username and password)",
+    ],
+    [
+      "fatal: unable to access 'https://127.0.0.1:3000/locks.git/': server certificate verification failed. CAfile: none CRLfile: none\n",
+      "fatal: unable to access 'https://127.0.0.1:3000/locks.git/': server certificate verification failed. CAfile: none CRLfile: none (set skip_ssl_verification: true to accept it)",
+    ],
+  ])('%j is permanent', (stderr, reason) => {
+    expect(accessFailure(stderr)).toBe(reason);
+  });
+
+  it.each([
+    'ssh: cannot connect to [127.0.0.1]:2222: ECONNREFUSED\nfatal: Could not read from remote repository.\n',
+    'ssh: no SSH handshake with [h]:22 within 30s\n',
+    "fatal: unable to access 'https://h/': Failed to connect to h port 443: Connection refused\n",
+    "fatal: unable to access 'https://h/': The requested URL returned error: 502\n",
+  ])('%j may pass on a retry', (stderr) => {
+    expect(accessFailure(stderr)).toBeUndefined();
+  });
+});

@@ -1,0 +1,64 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigurationError } from '../../src/errors.js';
+import { isSshUri, parseCheckRequest } from '../../src/request.js';
+
+const ENCRYPTED_WITHOUT_PASSPHRASE = `-----BEGIN RSA PRIVATE KEY-----
+Proc-Type: 4,ENCRYPTED
+DEK-Info: AES-128-CBC,00000000000000000000000000000000
+
+AAAA
+-----END RSA PRIVATE KEY-----`;
+
+function problems(source: Record<string, unknown>): readonly string[] {
+  try {
+    parseCheckRequest(JSON.stringify({ source: { branch: 'main', pool: 'p', ...source } }));
+    return [];
+  } catch (error) {
+    if (error instanceof ConfigurationError) return error.lines;
+    throw error;
+  }
+}
+
+describe('transport fields of source', () => {
+  it.each([
+    ['git@github.com:org/locks.git', true],
+    ['github.com:locks', true],
+    ['ssh://git@host:2222/locks.git', true],
+    ['git+ssh://host/locks', true],
+    ['https://host/locks.git', false],
+    ['git://host/locks', false],
+    ['file:///srv/locks', false],
+    ['/srv/locks.git', false],
+    ['./a:b', false],
+  ])('isSshUri(%s) is %s', (uri, expected) => {
+    expect(isSshUri(uri)).toBe(expected);
+  });
+
+  it('reports key, known_hosts and other problems all at once', () => {
+    expect(
+      problems({
+        uri: 'git@host:locks',
+        retry_delay: 'soon',
+        private_key: ENCRYPTED_WITHOUT_PASSPHRASE,
+        known_hosts: 'host',
+        git_config: [{ name: 'core.sshCommand', value: 'x' }],
+      }),
+    ).toEqual([
+      expect.stringMatching(/^invalid payload \(git_config: "core.sshCommand" is not allowed/),
+      expect.stringMatching(/^invalid payload \(retry_delay: /),
+      'invalid payload (private_key is encrypted: set private_key_passphrase)',
+      'invalid payload (known_hosts: line 1 is not "HOSTS KEYTYPE KEY" (as ssh-keyscan prints))',
+    ]);
+  });
+
+  it('ignores private_key for a URI git does not reach over SSH, as the reference did', () => {
+    expect(problems({ uri: 'https://host/locks.git', private_key: 'leftover' })).toEqual([]);
+  });
+
+  it('treats an empty private_key as absent', () => {
+    const { request } = parseCheckRequest(
+      JSON.stringify({ source: { uri: 'git@h:l', branch: 'm', pool: 'p', private_key: '' } }),
+    );
+    expect(request.source.privateKey).toBeUndefined();
+  });
+});
