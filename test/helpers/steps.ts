@@ -1,7 +1,7 @@
 // Build folders as a Concourse put sees them (SRC with one folder per earlier step) and small
 // readers for what a run left in the lock repository.
 import { execFile } from 'node:child_process';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { expect } from 'vitest';
 import { git, type LockRepo } from './lock-repo.js';
@@ -88,5 +88,27 @@ export function lockResponse(ref: string, name: string, pool = 'pool') {
       { name: 'lock_name', value: name },
       { name: 'pool_name', value: pool },
     ],
+  };
+}
+
+/** Another clone changing the pool `pool` and pushing, as other builds would. Each returns the commit. */
+export function otherClone(repo: LockRepo, pool = 'pool') {
+  const path = (work: string, state: string, name: string) => join(work, pool, state, name);
+  const move = (name: string, from: string, to: string) => (work: string) =>
+    rename(path(work, from, name), path(work, to, name));
+  return {
+    release: (name: string) =>
+      repo.commit(`unclaiming: ${name}`, move(name, 'claimed', 'unclaimed')),
+    claim: (name: string) => repo.commit(`claiming: ${name}`, move(name, 'unclaimed', 'claimed')),
+    add: (name: string, metadata: string | Buffer = 'new\n') =>
+      repo.commit(`adding unclaimed: ${name}`, (work) =>
+        writeFile(path(work, 'unclaimed', name), metadata),
+      ),
+    update: (name: string, metadata: string | Buffer) =>
+      repo.commit(`updating: ${name}`, (work) =>
+        writeFile(path(work, 'unclaimed', name), metadata),
+      ),
+    remove: (name: string) =>
+      repo.commit(`removing: ${name}`, (work) => rm(path(work, 'claimed', name))),
   };
 }

@@ -1,6 +1,6 @@
 // Every `out` operation run as Concourse runs it, against a real bare repository, on `master`
 // and on a branch that is not the repository's default (where `master` holds a decoy pool).
-import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
@@ -36,23 +36,6 @@ async function addDecoyDefaultBranch(repo: LockRepo): Promise<void> {
   await git(repo.bare, 'symbolic-ref', 'HEAD', 'refs/heads/master');
   await git(work, 'checkout', '--quiet', '--force', '-B', repo.branch, `origin/${repo.branch}`);
   await git(work, 'clean', '--quiet', '-ffdx');
-}
-
-/** Another clone moves a lock between claimed/ and unclaimed/ (or adds it) and pushes. */
-function otherClone(repo: LockRepo) {
-  const path = (state: string, name: string) => join(repo.work, 'pool', state, name);
-  return {
-    release: (name: string) =>
-      repo.commit(`unclaiming: ${name}`, (work) =>
-        rename(join(work, 'pool', 'claimed', name), join(work, 'pool', 'unclaimed', name)),
-      ),
-    claim: (name: string) =>
-      repo.commit(`claiming: ${name}`, (work) =>
-        rename(join(work, 'pool', 'unclaimed', name), join(work, 'pool', 'claimed', name)),
-      ),
-    add: (name: string) =>
-      repo.commit(`adding unclaimed: ${name}`, () => writeFile(path('unclaimed', name), 'new\n')),
-  };
 }
 
 describe.each([
