@@ -70,7 +70,11 @@ export class LockRepository {
         `+${this.branchRef}:${this.trackingRef}`,
       ]);
     } catch (error) {
-      if (error instanceof GitCommandError && (await this.remoteTip()) === undefined) {
+      // Asked only to tell a missing branch apart; when the server cannot be reached either,
+      // the fetch's own message is the one to report.
+      const remote =
+        error instanceof GitCommandError ? await this.remoteTip().catch(() => null) : null;
+      if (remote === undefined) {
         throw new OperationError(
           `branch "${this.options.branch}" does not exist in ${displayUri(this.options.uri)}`,
         );

@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript, startScript, type RunningScript } from '../helpers/run-script.js';
-import { buildFolder, lockResponse, succeeded } from '../helpers/steps.js';
+import { buildFolder, lockResponse, refused, succeeded } from '../helpers/steps.js';
 
 let repo: LockRepo;
 let daemon: GitDaemon;
@@ -105,5 +105,23 @@ describe('two acquirers on one free lock over git daemon', () => {
     stopping = true;
     waiting[0]!.child.kill('SIGTERM');
     await waiting[0]!.done;
+  });
+});
+
+describe('when the git server is unreachable', () => {
+  it('retries a bounded number of times, then reports git’s own message', async () => {
+    const uri = daemon.url(repo.bare);
+    await daemon.stop();
+    const result = await runScript(
+      'out',
+      { source: { ...source(), uri }, params: { acquire: true } },
+      { args: [await buildFolder()] },
+    );
+    refused(
+      result,
+      /gave up after 5 attempts: git fetch failed \(exit 128\): .*Connection refused/,
+    );
+    expect(result.stderr.match(/trying again in/g)).toHaveLength(4);
+    expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
   });
 });
