@@ -33,7 +33,9 @@ export interface CommitInfo {
 export async function commitInfo(repo: LockRepo, ref: string): Promise<CommitInfo> {
   const [subject = '', committer = '', author = ''] = (
     await git(repo.bare, 'log', '-1', '--format=%s%x00%cn <%ce>%x00%an <%ae>', ref)
-  ).split('\0');
+  )
+    .trimEnd()
+    .split('\0');
   // The message exactly as stored (git log would add a newline of its own).
   const raw = await git(repo.bare, 'cat-file', 'commit', ref);
   const body = raw.slice(raw.indexOf('\n\n') + 2);

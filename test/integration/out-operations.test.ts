@@ -1,11 +1,18 @@
 // Every `out` operation run as Concourse runs it, against a real bare repository, on `master`
 // and on a branch that is not the repository's default (where `master` holds a decoy pool).
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript, startScript } from '../helpers/run-script.js';
-import { buildFolder, commitInfo, lockFile, lockResponse, succeeded } from '../helpers/steps.js';
+import {
+  buildFolder,
+  commitInfo,
+  lockFile,
+  lockResponse,
+  otherClone,
+  succeeded,
+} from '../helpers/steps.js';
 
 const BUILD_ENV = {
   ATC_EXTERNAL_URL: 'https://ci.example.com',
@@ -314,5 +321,39 @@ describe.each([
       expect(succeeded(result)).toEqual(lockResponse(claimed, 'lock-a'));
       expect(await repo.tip()).toBe(claimed);
     });
+  });
+});
+
+describe('out and the implicit get after it', () => {
+  let repo: LockRepo;
+  beforeEach(async () => {
+    repo = await createLockRepo({ pool: { unclaimed: { 'lock a ü': 'ü\n', 'lock-b': 'b\n' } } });
+  });
+  afterEach(async () => repo.cleanup());
+
+  it('works through a file:// URI with a lock name holding spaces and non-ASCII', async () => {
+    const source = { uri: `file://${repo.bare}`, branch: 'master', pool: 'pool' };
+    const claimed = await runScript(
+      'out',
+      { source, params: { claim: 'lock a ü' } },
+      { args: [await buildFolder()] },
+    );
+    const response = succeeded(claimed) as ReturnType<typeof lockResponse>;
+    expect(response).toEqual(lockResponse(await repo.tip(), 'lock a ü'));
+    expect((await commitInfo(repo, response.version.ref)).subject).toBe('claiming: lock a ü');
+
+    // Concourse fetches the version a put returned.
+    const dest = join(await buildFolder(), 'lock');
+    succeeded(await runScript('in', { source, version: response.version }, { args: [dest] }));
+    expect(await readFile(join(dest, 'name'), 'utf8')).toBe('lock a ü\n');
+    expect(await readFile(join(dest, 'metadata'), 'utf8')).toBe('ü\n');
+
+    const released = await runScript(
+      'out',
+      { source, params: { release: 'lock' } },
+      { args: [dest.slice(0, -'/lock'.length)] },
+    );
+    succeeded(released);
+    expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock a ü', 'lock-b'] });
   });
 });
