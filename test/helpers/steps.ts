@@ -114,3 +114,21 @@ export function otherClone(repo: LockRepo, pool = 'pool') {
       repo.commit(`removing: ${name}`, (work) => rm(path(work, 'claimed', name))),
   };
 }
+
+/** Makes `master` the repository's default branch, holding a pool that must never be touched. */
+export async function addDecoyDefaultBranch(repo: LockRepo): Promise<void> {
+  const work = repo.work;
+  await git(work, 'checkout', '--quiet', '--orphan', 'decoy');
+  await git(work, 'rm', '-r', '--quiet', '--cached', '.');
+  await rm(join(work, 'pool'), { recursive: true, force: true });
+  await mkdir(join(work, 'pool', 'claimed'), { recursive: true });
+  await mkdir(join(work, 'pool', 'unclaimed'), { recursive: true });
+  await writeFile(join(work, 'pool', 'claimed', '.gitkeep'), '');
+  await writeFile(join(work, 'pool', 'unclaimed', 'decoy-lock'), 'decoy\n');
+  await git(work, 'add', 'pool');
+  await git(work, 'commit', '--quiet', '-m', 'decoy pool on the default branch');
+  await git(work, 'push', '--quiet', 'origin', 'HEAD:refs/heads/master');
+  await git(repo.bare, 'symbolic-ref', 'HEAD', 'refs/heads/master');
+  await git(work, 'checkout', '--quiet', '--force', '-B', repo.branch, `origin/${repo.branch}`);
+  await git(work, 'clean', '--quiet', '-ffdx');
+}

@@ -1,16 +1,16 @@
 // Every `out` operation run as Concourse runs it, against a real bare repository, on `master`
 // and on a branch that is not the repository's default (where `master` holds a decoy pool).
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
-import { runScript, startScript } from '../helpers/run-script.js';
+import { runScript } from '../helpers/run-script.js';
 import {
+  addDecoyDefaultBranch,
   buildFolder,
   commitInfo,
   lockFile,
   lockResponse,
-  otherClone,
   succeeded,
 } from '../helpers/steps.js';
 
@@ -26,24 +26,6 @@ const BUILD_URL = 'https://ci.example.com/teams/main/pipelines/deploy/jobs/smoke
 const DEFAULT_COMMITTER = 'CI Pool Resource <ci-pool@localhost>';
 /** Metadata that is not text: NUL, invalid UTF-8, CRLF and no final newline. */
 const BINARY = Buffer.from([0x00, 0xff, 0xfe, 0x0d, 0x0a, 0x41, 0x00, 0x80]);
-
-/** Makes `master` the repository's default branch, holding a pool that must never be touched. */
-async function addDecoyDefaultBranch(repo: LockRepo): Promise<void> {
-  const work = repo.work;
-  await git(work, 'checkout', '--quiet', '--orphan', 'decoy');
-  await git(work, 'rm', '-r', '--quiet', '--cached', '.');
-  await rm(join(work, 'pool'), { recursive: true, force: true });
-  await mkdir(join(work, 'pool', 'claimed'), { recursive: true });
-  await mkdir(join(work, 'pool', 'unclaimed'), { recursive: true });
-  await writeFile(join(work, 'pool', 'claimed', '.gitkeep'), '');
-  await writeFile(join(work, 'pool', 'unclaimed', 'decoy-lock'), 'decoy\n');
-  await git(work, 'add', 'pool');
-  await git(work, 'commit', '--quiet', '-m', 'decoy pool on the default branch');
-  await git(work, 'push', '--quiet', 'origin', 'HEAD:refs/heads/master');
-  await git(repo.bare, 'symbolic-ref', 'HEAD', 'refs/heads/master');
-  await git(work, 'checkout', '--quiet', '--force', '-B', repo.branch, `origin/${repo.branch}`);
-  await git(work, 'clean', '--quiet', '-ffdx');
-}
 
 describe.each([
   { where: 'on master', branch: 'master', decoy: false },
@@ -248,79 +230,6 @@ describe.each([
     expect((await commitInfo(repo, await repo.tip())).body).toBe(
       'unclaiming: lock-c\n\nBuild URL: https://ci.example.com/builds/991\n',
     );
-  });
-
-  describe('waits until another clone changes the pool', () => {
-    const start = async (params: Record<string, unknown>, steps = {}) =>
-      startScript(
-        'out',
-        { source: source(), params },
-        { args: [await buildFolder(steps)], env: BUILD_ENV },
-      );
-
-    it('acquire: while every lock is claimed', async () => {
-      await otherClone(repo).claim('lock-a');
-      await otherClone(repo).claim('lock-b');
-      const run = await start({ acquire: true });
-      await run.waitForStderr(/waiting for lock/);
-      expect(run.stderrSoFar()).toContain('3 claimed, 0 unclaimed');
-      await otherClone(repo).release('lock-b');
-      const result = await run.done;
-      expect(succeeded(result)).toEqual(lockResponse(await repo.tip(), 'lock-b'));
-      expect(result.stderr).toContain('acquired!');
-      expect((await repo.subjects()).slice(0, 2)).toEqual([
-        'claiming: lock-b',
-        'unclaiming: lock-b',
-      ]);
-    });
-
-    it('claim: while the lock is claimed', async () => {
-      const run = await start({ claim: 'lock-c' });
-      await run.waitForStderr(/waiting for lock/);
-      await otherClone(repo).release('lock-c');
-      const result = await run.done;
-      expect(succeeded(result)).toEqual(lockResponse(await repo.tip(), 'lock-c'));
-      expect((await repo.subjects())[0]).toBe('claiming: lock-c');
-    });
-
-    it('claim: while the lock exists nowhere, saying so', async () => {
-      const run = await start({ claim: 'lock-later' });
-      await run.waitForStderr(/waiting for lock/);
-      expect(run.stderrSoFar()).toContain('lock "lock-later" does not exist in pool "pool"');
-      await otherClone(repo).add('lock-later');
-      const result = await run.done;
-      expect(succeeded(result)).toEqual(lockResponse(await repo.tip(), 'lock-later'));
-      expect(await repo.state('pool')).toMatchObject({ claimed: ['lock-c', 'lock-later'] });
-    });
-
-    it('update: while the lock is claimed', async () => {
-      const run = await start({ update: 'meta' }, { meta: { name: 'lock-c', metadata: 'new\n' } });
-      await run.waitForStderr(/waiting for lock/);
-      await otherClone(repo).release('lock-c');
-      const result = await run.done;
-      expect(succeeded(result)).toEqual(lockResponse(await repo.tip(), 'lock-c'));
-      expect((await repo.subjects())[0]).toBe('updating: lock-c');
-      expect(await lockFile(repo, 'pool/unclaimed/lock-c')).toEqual(Buffer.from('new\n'));
-    });
-
-    it('check: while the lock is claimed, answering with the tip that freed it', async () => {
-      const run = await start({ check: 'want' }, { want: { name: 'lock-c' } });
-      await run.waitForStderr(/waiting for lock/);
-      const released = await otherClone(repo).release('lock-c');
-      const result = await run.done;
-      expect(succeeded(result)).toEqual(lockResponse(released, 'lock-c'));
-      expect(await repo.tip()).toBe(released);
-      expect(result.stderr).toContain('unclaimed!');
-    });
-
-    it('check_unclaimed: while the lock is unclaimed', async () => {
-      const run = await start({ check_unclaimed: 'want' }, { want: { name: 'lock-a' } });
-      await run.waitForStderr(/waiting for lock/);
-      const claimed = await otherClone(repo).claim('lock-a');
-      const result = await run.done;
-      expect(succeeded(result)).toEqual(lockResponse(claimed, 'lock-a'));
-      expect(await repo.tip()).toBe(claimed);
-    });
   });
 });
 
