@@ -5,7 +5,7 @@ import { lstat, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { OperationError, GitCommandError } from './errors.js';
 import type { Git } from './git/git.js';
-import { classifyPush, type PushOutcome } from './git/push-outcome.js';
+import { classifyPush, type PushOutcome, type PushRefused } from './git/push-outcome.js';
 import { lockPath, type Change, type LockState, type PoolState } from './pool-state.js';
 import { displayUri } from './logger.js';
 
@@ -174,15 +174,24 @@ export class LockRepository {
     try {
       out = await this.run(['push', '--porcelain', 'origin', `HEAD:${this.branchRef}`]);
     } catch (error) {
+      // Without a verdict for our ref the push may or may not have landed: a transient failure.
       if (error instanceof GitCommandError) {
         const outcome = classifyPush(error.stdout, this.branchRef);
-        if (outcome) return outcome;
+        if (outcome) return this.verdict(outcome);
       }
       throw error;
     }
     const outcome = classifyPush(out, this.branchRef);
     if (outcome === undefined) throw new Error(`git push printed no status for ${this.branchRef}`);
-    return outcome;
+    return this.verdict(outcome);
+  }
+
+  /** A push the remote refused (hook, protection) will be refused again: retrying would spin. */
+  private verdict(outcome: PushOutcome | PushRefused): PushOutcome {
+    if (typeof outcome === 'string') return outcome;
+    throw new OperationError(
+      `the lock repository refused the push to branch "${this.options.branch}": ${outcome.refused}`,
+    );
   }
 
   /**

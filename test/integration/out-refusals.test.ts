@@ -1,5 +1,5 @@
 // Every put that cannot succeed is refused at once: exit 1, one clear line, nothing committed.
-import { mkdir, symlink, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
@@ -207,5 +207,33 @@ describe('out refuses at once, committing nothing', () => {
     });
     refused(result, 'invalid payload (stdin is not valid JSON)');
     expect(result.stderr).not.toContain('hunter22');
+  });
+});
+
+describe('a lock repository that refuses pushes', () => {
+  it('fails at once with the remote’s reason instead of retrying for ever', async () => {
+    const guarded = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
+    try {
+      const hook = join(guarded.bare, 'hooks', 'pre-receive');
+      await writeFile(hook, '#!/bin/sh\necho "branch master is protected" >&2\nexit 1\n');
+      await chmod(hook, 0o755);
+      const before = await guarded.tip();
+      const result = await runScript(
+        'out',
+        {
+          source: { uri: guarded.bare, branch: 'master', pool: 'pool' },
+          params: { acquire: true },
+        },
+        { args: [await buildFolder()] },
+      );
+      refused(
+        result,
+        'error: the lock repository refused the push to branch "master": pre-receive hook declined',
+      );
+      expect(result.stderr).not.toContain('trying again');
+      expect(await guarded.tip()).toBe(before);
+    } finally {
+      await guarded.cleanup();
+    }
   });
 });
