@@ -92,6 +92,13 @@ describe('check', () => {
     ]);
   });
 
+  it('accepts unknown source fields, warning on stderr only', async () => {
+    const result = await check(undefined, { paths: ['pool/*'], private_key_path: '/x' });
+    expect(succeeded(result)).toEqual(refs('releaseA'));
+    expect(result.stderr).toContain('warning: ignoring unknown source field "paths"');
+    expect(result.stderr).toContain('warning: ignoring unknown source field "private_key_path"');
+  });
+
   it('returns an empty list for a pool no commit touched', async () => {
     expect(succeeded(await check(undefined, { pool: 'never' }))).toEqual([]);
   });

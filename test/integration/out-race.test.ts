@@ -25,7 +25,8 @@ const source = () => ({
   uri: daemon.url(repo.bare),
   branch: repo.branch,
   pool: 'pool',
-  retry_delay: '100ms',
+  // Integer nanoseconds, as the reference's own tests send it (100ms).
+  retry_delay: 100_000_000,
 });
 
 /** Starts `count` acquiring puts at the same moment. */
