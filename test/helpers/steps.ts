@@ -3,16 +3,23 @@
 import { execFile } from 'node:child_process';
 import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { expect } from 'vitest';
+import { expect, onTestFinished } from 'vitest';
 import { git, type LockRepo } from './lock-repo.js';
 import type { ScriptResult } from './run-script.js';
 import { tempDir } from './run-script.js';
+
+/** A temporary folder removed when the current test finishes (call it inside a test). */
+export async function scratchDir(prefix = 'pool-step-'): Promise<string> {
+  const dir = await tempDir(prefix);
+  onTestFinished(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
 
 /** A build folder with step folders, each holding `name` and, when given, `metadata`. */
 export async function buildFolder(
   steps: Record<string, { name?: string; metadata?: string | Buffer }> = {},
 ): Promise<string> {
-  const src = await tempDir();
+  const src = await scratchDir();
   for (const [step, files] of Object.entries(steps)) {
     await mkdir(join(src, step), { recursive: true });
     if (files.name !== undefined) await writeFile(join(src, step, 'name'), files.name);

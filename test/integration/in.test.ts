@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startGitDaemon } from '../helpers/git-daemon.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
-import { runScript, tempDir } from '../helpers/run-script.js';
-import { lockResponse, otherClone, refused, succeeded } from '../helpers/steps.js';
+import { runScript } from '../helpers/run-script.js';
+import { lockResponse, otherClone, refused, scratchDir, succeeded } from '../helpers/steps.js';
 
 /** Metadata that is not text: NUL, invalid UTF-8, CRLF and no final newline. */
 const BINARY = Buffer.from([0x7b, 0x00, 0xff, 0xfe, 0x0d, 0x0a, 0x80, 0x7d]);
@@ -32,7 +32,7 @@ async function fetchLock(
   ref: string,
   options: { params?: Record<string, unknown>; source?: Record<string, unknown> } = {},
 ) {
-  const dest = join(await tempDir('pool-in-'), 'lock');
+  const dest = join(await scratchDir('pool-in-'), 'lock');
   const result = await runScript(
     'in',
     { source: source(options.source), version: { ref }, params: options.params ?? {} },

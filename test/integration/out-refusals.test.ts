@@ -3,8 +3,8 @@ import { chmod, mkdir, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
-import { runScript, tempDir } from '../helpers/run-script.js';
-import { buildFolder, refused } from '../helpers/steps.js';
+import { runScript } from '../helpers/run-script.js';
+import { buildFolder, refused, scratchDir } from '../helpers/steps.js';
 
 let repo: LockRepo;
 let tip: string;
@@ -89,7 +89,7 @@ describe('out refuses at once, committing nothing', () => {
   );
 
   it('a step folder that is a symlink leading outside the build folder', async () => {
-    const outside = await tempDir();
+    const outside = await scratchDir();
     await writeFile(join(outside, 'name'), 'lock-c');
     const src = await buildFolder();
     await symlink(outside, join(src, 'sneaky'));
