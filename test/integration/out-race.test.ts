@@ -6,7 +6,12 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
-import { runScript, startScript, type RunningScript } from '../helpers/run-script.js';
+import {
+  runScript,
+  startScript,
+  type RunningScript,
+  type ScriptResult,
+} from '../helpers/run-script.js';
 import { buildFolder, lockResponse, refused, succeeded } from '../helpers/steps.js';
 
 let repo: LockRepo;
@@ -82,18 +87,17 @@ describe('two acquirers on one free lock over git daemon', () => {
       await writeFile(join(work, 'pool', 'unclaimed', 'lock-c'), 'c\n');
     });
     const runs = await acquirers(4);
-    const finished: string[] = [];
     // Wait until three have finished; the fourth must be waiting.
-    let stopping = false;
+    const settled: ScriptResult[] = [];
     await new Promise<void>((resolve) => {
       for (const run of runs)
         void run.done.then((result) => {
-          if (stopping) return;
-          const response = succeeded(result) as ReturnType<typeof lockResponse>;
-          finished.push(response.metadata[0]!.value);
-          if (finished.length === 3) resolve();
+          if (settled.push(result) === 3) resolve();
         });
     });
+    const finished = settled
+      .slice(0, 3)
+      .map((result) => (succeeded(result) as ReturnType<typeof lockResponse>).metadata[0]!.value);
     expect(finished.sort()).toEqual(['lock-a', 'lock-b', 'lock-c']);
     expect(await repo.state('pool')).toEqual({
       claimed: ['lock-a', 'lock-b', 'lock-c'],
@@ -103,7 +107,6 @@ describe('two acquirers on one free lock over git daemon', () => {
     expect(waiting).toHaveLength(1);
     await waiting[0]!.waitForStderr(/waiting for lock/);
     for (const run of runs) expect(run.stderrSoFar()).not.toMatch(/err/i);
-    stopping = true;
     waiting[0]!.child.kill('SIGTERM');
     await waiting[0]!.done;
   });
