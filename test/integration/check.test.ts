@@ -110,6 +110,14 @@ describe('check', () => {
     );
   });
 
+  it('fails with git’s own words naming the cause when the repository does not exist', async () => {
+    const missing = join(repo.root, 'missing.git');
+    refused(
+      await check(undefined, { uri: missing }),
+      `error: git fetch failed (exit 128): fatal: '${missing}' does not appear to be a git repository`,
+    );
+  });
+
   it('works over git daemon', async () => {
     const daemon = await startGitDaemon(repo.root);
     try {
