@@ -43,14 +43,15 @@ export class BranchHistory {
       ]);
     } catch (error) {
       if (error instanceof GitCommandError) {
+        // When the server cannot be reached either, the fetch's own message is the one to report.
         const heads = await this.run([
           'ls-remote',
           '--heads',
           '--',
           'origin',
           `refs/heads/${this.branch}`,
-        ]);
-        if (heads.trim() === '')
+        ]).catch(() => undefined);
+        if (heads?.trim() === '')
           throw new OperationError(
             `branch "${this.branch}" does not exist in ${displayUri(this.uri)}`,
           );

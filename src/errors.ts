@@ -89,7 +89,10 @@ function lastLines(text: string): string {
     .split('\n')
     .map((line) => line.trim())
     .filter((line) => line !== '' && !line.startsWith('hint:') && !GIT_BOILERPLATE.includes(line));
-  return lines.slice(-3).join(' / ');
+  // git names the cause first ("fatal: '…' does not appear to be a git repository") and the
+  // generic advice last, so a long output keeps its first line as well as its last ones.
+  if (lines.length > 4) return [lines[0], '…', ...lines.slice(-3)].join(' / ');
+  return lines.join(' / ');
 }
 
 export function formatMs(ms: number): string {

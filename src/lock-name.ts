@@ -8,9 +8,10 @@ export function lockNameProblem(name: string): string | undefined {
   if (Buffer.byteLength(name, 'utf8') > MAX_NAME_BYTES)
     return `is longer than ${MAX_NAME_BYTES} bytes`;
   if (name === '.' || name === '..') return `"${name}" is not a name`;
-  if (name.startsWith('.')) return `"${printable(name)}" is a dotfile`;
+  // Separators first: "../x" is a path, and calling it a dotfile would mislead.
   if (name.includes('/') || name.includes('\\'))
     return `"${printable(name)}" contains a path separator`;
+  if (name.startsWith('.')) return `"${printable(name)}" is a dotfile`;
   // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f\u007f]/.test(name))
     return `"${printable(name)}" contains a control character`;

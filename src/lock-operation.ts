@@ -20,7 +20,11 @@ export function decide(
   random: () => number,
 ): Decision {
   if (operation.kind === 'acquire') {
-    const free = [...pool.unclaimed].sort();
+    // A name that is also in claimed/ (a broken pool) cannot be moved there: `git mv` would fail
+    // or, onto a directory, nest the lock inside it.
+    const free = [...pool.unclaimed]
+      .filter((name) => !pool.claimed.has(name) && !pool.irregular.has(`claimed/${name}`))
+      .sort();
     if (free.length === 0) {
       return {
         kind: 'wait',

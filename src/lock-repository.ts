@@ -5,7 +5,7 @@ import { lstat, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { OperationError, GitCommandError } from './errors.js';
 import type { Git } from './git/git.js';
-import { classifyPush, type PushOutcome } from './git/push-outcome.js';
+import { classifyPush, type PushOutcome, type PushRefused } from './git/push-outcome.js';
 import { lockPath, type Change, type LockState, type PoolState } from './pool-state.js';
 import { displayUri } from './logger.js';
 
@@ -70,7 +70,11 @@ export class LockRepository {
         `+${this.branchRef}:${this.trackingRef}`,
       ]);
     } catch (error) {
-      if (error instanceof GitCommandError && (await this.remoteTip()) === undefined) {
+      // Asked only to tell a missing branch apart; when the server cannot be reached either,
+      // the fetch's own message is the one to report.
+      const remote =
+        error instanceof GitCommandError ? await this.remoteTip().catch(() => null) : null;
+      if (remote === undefined) {
         throw new OperationError(
           `branch "${this.options.branch}" does not exist in ${displayUri(this.options.uri)}`,
         );
@@ -170,15 +174,24 @@ export class LockRepository {
     try {
       out = await this.run(['push', '--porcelain', 'origin', `HEAD:${this.branchRef}`]);
     } catch (error) {
+      // Without a verdict for our ref the push may or may not have landed: a transient failure.
       if (error instanceof GitCommandError) {
         const outcome = classifyPush(error.stdout, this.branchRef);
-        if (outcome) return outcome;
+        if (outcome) return this.verdict(outcome);
       }
       throw error;
     }
     const outcome = classifyPush(out, this.branchRef);
     if (outcome === undefined) throw new Error(`git push printed no status for ${this.branchRef}`);
-    return outcome;
+    return this.verdict(outcome);
+  }
+
+  /** A push the remote refused (hook, protection) will be refused again: retrying would spin. */
+  private verdict(outcome: PushOutcome | PushRefused): PushOutcome {
+    if (typeof outcome === 'string') return outcome;
+    throw new OperationError(
+      `the lock repository refused the push to branch "${this.options.branch}": ${outcome.refused}`,
+    );
   }
 
   /**

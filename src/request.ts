@@ -101,7 +101,8 @@ function duration(field: string, { allowZero }: { allowZero: boolean }) {
           });
           return z.NEVER;
         }
-        ms = nanosToMs(value);
+        // Checked before converting: a few negative nanoseconds round to -0, which passes `< 0`.
+        ms = value < 0 ? -1 : nanosToMs(value);
       } else {
         const parsed = parseGoDuration(value);
         if ('error' in parsed) {
@@ -153,13 +154,16 @@ function optionalBoolean(field: string) {
     .transform((value) => value ?? false);
 }
 
+const PROXY_PORT_PROBLEM = 'invalid payload (https_tunnel.proxy_port must be a port number)';
+
 const SOURCE_SHAPE = {
   uri: requiredString('uri'),
   branch: requiredString('branch').refine((branch) => isSafeBranch(branch), {
     message: 'invalid payload (branch is not a valid branch name)',
   }),
   pool: requiredString('pool').superRefine((pool, ctx) => {
-    const problem = poolNameProblem(pool);
+    // An empty pool already reads "missing pool".
+    const problem = pool === '' ? undefined : poolNameProblem(pool);
     if (problem) ctx.addIssue({ code: 'custom', message: `invalid payload (pool ${problem})` });
   }),
   private_key: optionalString('private_key'),
@@ -202,15 +206,18 @@ const SOURCE_SHAPE = {
         proxy_host: requiredString('https_tunnel.proxy_host'),
         proxy_port: z.union(
           [
-            z.number().int().min(1).max(65535),
+            z
+              .number()
+              .int(PROXY_PORT_PROBLEM)
+              .min(1, PROXY_PORT_PROBLEM)
+              .max(65535, PROXY_PORT_PROBLEM),
             z
               .string()
-              .regex(/^\d{1,5}$/)
-              .transform(Number),
+              .regex(/^\d{1,5}$/, PROXY_PORT_PROBLEM)
+              .transform(Number)
+              .refine((port) => port >= 1 && port <= 65535, PROXY_PORT_PROBLEM),
           ],
-          {
-            error: 'invalid payload (https_tunnel.proxy_port must be a port number)',
-          },
+          { error: PROXY_PORT_PROBLEM },
         ),
         proxy_user: optionalString('https_tunnel.proxy_user'),
         proxy_password: optionalString('https_tunnel.proxy_password'),
@@ -260,7 +267,8 @@ const versionSchema = z.looseObject(
 );
 
 const checkSchema = z.looseObject({
-  source: z.unknown(),
+  // zod 4 treats a bare z.unknown() key as required; a missing source is reported by parseSource.
+  source: z.unknown().optional(),
   version: z
     .looseObject(
       { ref: commitRef.nullish() },
@@ -270,7 +278,7 @@ const checkSchema = z.looseObject({
 });
 
 const inSchema = z.looseObject({
-  source: z.unknown(),
+  source: z.unknown().optional(),
   version: versionSchema.nullish(),
   params: z
     .looseObject(
@@ -309,7 +317,7 @@ const outParamsShape = {
 };
 
 const outSchema = z.looseObject({
-  source: z.unknown(),
+  source: z.unknown().optional(),
   params: z
     .looseObject(outParamsShape, { error: 'invalid payload (params must be an object)' })
     .nullish(),
@@ -435,9 +443,10 @@ export function parseCheckRequest(text: string): Parsed<CheckRequest> {
   expectObject(raw);
   const problems: string[] = [];
   const warnings: string[] = [];
+  // Source problems first, as the reference reports them.
+  const source = parseSource((raw as { source?: unknown }).source, problems, warnings);
   const envelope = checkSchema.safeParse(raw);
   if (!envelope.success) problems.push(...issueLines(envelope.error));
-  const source = parseSource((raw as { source?: unknown }).source, problems, warnings);
   return finish(
     problems,
     () => ({ source: source!, version: envelope.data?.version?.ref ?? undefined }),
@@ -450,9 +459,9 @@ export function parseInRequest(text: string): Parsed<InRequest> {
   expectObject(raw);
   const problems: string[] = [];
   const warnings: string[] = [];
+  const source = parseSource((raw as { source?: unknown }).source, problems, warnings);
   const envelope = inSchema.safeParse(raw);
   if (!envelope.success) problems.push(...issueLines(envelope.error));
-  const source = parseSource((raw as { source?: unknown }).source, problems, warnings);
   if (envelope.success && !envelope.data.version)
     problems.push('invalid payload (missing version)');
   if (envelope.success) warnings.push(...unknownKeys(envelope.data.params, ['depth'], 'params'));
@@ -472,9 +481,9 @@ export function parseOutRequest(text: string): Parsed<OutRequest> {
   expectObject(raw);
   const problems: string[] = [];
   const warnings: string[] = [];
+  const source = parseSource((raw as { source?: unknown }).source, problems, warnings);
   const envelope = outSchema.safeParse(raw);
   if (!envelope.success) problems.push(...issueLines(envelope.error));
-  const source = parseSource((raw as { source?: unknown }).source, problems, warnings);
   let operation: OutOperation | undefined;
   if (envelope.success) {
     const params: Partial<OutParams> = envelope.data.params ?? {};

@@ -1,23 +1,44 @@
-// Classifies `git push --porcelain` by its ref-line flags (git-push(1), "OUTPUT"), never by
-// the human words around them.
+// Classifies `git push --porcelain` by its ref-line flags and the summary's bracketed status
+// (git-push(1), "OUTPUT"), never by the human words around them.
 
 export type PushOutcome = 'pushed' | 'rejected' | 'up-to-date';
 
+/** A push the remote turned down for a reason of its own (a hook, a protected branch). */
+export interface PushRefused {
+  refused: string;
+}
+
 /**
- * `!` rejected (remote moved: fetch first / non-fast-forward), `=` nothing to push,
- * ` `, `+`, `*`, `-` an update that landed. Undefined when the output has no ref line
- * (the push failed before reaching refs, e.g. a broken connection).
+ * Reasons receive-pack gives when its compare-and-swap on the ref failed: another push landed
+ * between our ref advertisement and our update, so this is a lost race like `[rejected]`.
+ * ("failed to lock" is what older git, before ref transactions, said for the same.)
  */
-export function classifyPush(porcelain: string, ref: string): PushOutcome | undefined {
+const LOST_RACE_REASONS = new Set(['failed to update ref', 'failed to lock']);
+
+/**
+ * `!` with `[rejected]` (remote moved: fetch first / non-fast-forward) or a lost race on the
+ * server: rejected. `!` with `[remote rejected] (reason)` for any other reason: refused. `=`
+ * nothing to push; ` `, `+`, `*`, `-` an update that landed. Undefined when the output has no
+ * verdict for the ref: the push failed before reaching refs (a broken connection), or the remote
+ * never reported (`[remote failure]`) so it may or may not have landed.
+ */
+export function classifyPush(
+  porcelain: string,
+  ref: string,
+): PushOutcome | PushRefused | undefined {
   for (const line of porcelain.split('\n')) {
-    const match = /^([ +\-*=!])\t([^\t]*)\t/.exec(line);
+    const match = /^([ +\-*=!])\t([^\t]*)\t(.*)$/.exec(line);
     if (!match) continue;
-    const [, flag, refs] = match;
+    const [, flag, refs, summary = ''] = match;
     const destination = refs?.split(':').pop();
     if (destination !== ref) continue;
-    if (flag === '!') return 'rejected';
     if (flag === '=') return 'up-to-date';
-    return 'pushed';
+    if (flag !== '!') return 'pushed';
+    if (summary.startsWith('[rejected]')) return 'rejected';
+    const remote = /^\[remote rejected\] \((.*)\)$/.exec(summary);
+    if (!remote) return undefined;
+    const reason = remote[1] ?? '';
+    return LOST_RACE_REASONS.has(reason) ? 'rejected' : { refused: reason };
   }
   return undefined;
 }

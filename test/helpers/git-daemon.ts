@@ -1,9 +1,9 @@
 // A real `git daemon` on 127.0.0.1 serving a folder of bare repositories, with receive-pack on.
 // git daemon never says which port it bound, so a free port is picked first (retrying on a clash)
 // and the daemon is polled until it accepts connections.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createServer, connect } from 'node:net';
-import { relative } from 'node:path';
+import { join, relative } from 'node:path';
 
 export interface GitDaemon {
   port: number;
@@ -37,13 +37,19 @@ function accepts(port: number): Promise<boolean> {
   });
 }
 
+function daemonBinary(): string {
+  const execPath = execFileSync('git', ['--exec-path'], { encoding: 'utf8' }).trim();
+  return join(execPath, 'git-daemon');
+}
+
 export async function startGitDaemon(basePath: string): Promise<GitDaemon> {
   for (let attempt = 0; attempt < 5; attempt++) {
     const port = await freePort();
+    // The daemon binary itself, not `git daemon`: the `git` wrapper runs it as a child and, when
+    // signalled, dies without it, leaving an orphan that keeps serving the port.
     const child: ChildProcess = spawn(
-      'git',
+      daemonBinary(),
       [
-        'daemon',
         '--reuseaddr',
         '--verbose',
         '--export-all',
@@ -65,12 +71,18 @@ export async function startGitDaemon(basePath: string): Promise<GitDaemon> {
           port,
           url: (bareRepo) => `git://127.0.0.1:${port}/${relative(basePath, bareRepo)}`,
           log: () => log,
-          stop: () =>
-            new Promise((resolve) => {
-              if (exited) return resolve();
-              child.once('exit', () => resolve());
+          stop: async () => {
+            if (!exited) {
+              const gone = new Promise((resolve) => child.once('exit', resolve));
               child.kill('SIGTERM');
-            }),
+              await gone;
+            }
+            // A connection's child process can hold the listening socket a moment longer:
+            // a test that stops the daemon must see the port refuse.
+            for (let i = 0; i < 100 && (await accepts(port)); i++) {
+              await new Promise((r) => setTimeout(r, 20));
+            }
+          },
         };
       }
       await new Promise((r) => setTimeout(r, 50));

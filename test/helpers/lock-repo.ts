@@ -95,10 +95,11 @@ export async function createLockRepo(
       return (await git(work, 'rev-parse', 'HEAD')).trim();
     },
     async state(pool) {
-      const out = await git(bare, 'ls-tree', '-r', '--name-only', branch, '--', `${pool}/`);
+      // -z: names with spaces or non-ASCII characters come unquoted.
+      const out = await git(bare, 'ls-tree', '-r', '-z', '--name-only', branch, '--', `${pool}/`);
       const names = (state: string) =>
         out
-          .split('\n')
+          .split('\0')
           .filter((path) => path.startsWith(`${pool}/${state}/`))
           .map((path) => path.slice(`${pool}/${state}/`.length))
           .filter((name) => !name.startsWith('.'))

@@ -125,6 +125,17 @@ describe('decide', () => {
     expect(decide({ kind: 'acquire' }, state, 'p', () => 0.99)).toMatchObject({ name: 'c' });
   });
 
+  it('acquire never takes a name that is also in claimed/', () => {
+    const state: PoolState = {
+      ...pool(['a'], ['a', 'b', 'c']),
+      irregular: new Map([['claimed/b', 'a directory']]),
+    };
+    expect(decide({ kind: 'acquire' }, state, 'p', first)).toMatchObject({ name: 'c' });
+    expect(decide({ kind: 'acquire' }, pool(['a'], ['a']), 'p', first)).toMatchObject({
+      kind: 'wait',
+    });
+  });
+
   it('refuses a lock that is a directory or symlink', () => {
     const state: PoolState = {
       ...pool([], []),

@@ -8,6 +8,13 @@ const REJECTED_FETCH_FIRST =
 const REJECTED_NON_FF =
   'To /tmp/locks.git\n!\tHEAD:refs/heads/master\t[rejected] (non-fast-forward)\nDone\n';
 const UP_TO_DATE = 'To /tmp/locks.git\n=\tHEAD:refs/heads/master\t[up to date]\nDone\n';
+// Two pushes that read the same tip: the server's compare-and-swap on the ref fails for one
+// (stderr: "cannot lock ref 'refs/heads/master': is at … but expected …").
+const REMOTE_LOST_RACE =
+  'To ../race.git\n!\tHEAD:refs/heads/master\t[remote rejected] (failed to update ref)\nDone\n';
+// A pre-receive hook that exits 1 (a protected branch).
+const HOOK_DECLINED =
+  'To /tmp/pushrec/hook.git\n!\tHEAD:refs/heads/master\t[remote rejected] (pre-receive hook declined)\nDone\n';
 
 describe('classifyPush', () => {
   it.each([
@@ -15,10 +22,33 @@ describe('classifyPush', () => {
     [REJECTED_FETCH_FIRST, 'rejected'],
     [REJECTED_NON_FF, 'rejected'],
     [UP_TO_DATE, 'up-to-date'],
+    [REMOTE_LOST_RACE, 'rejected'],
+    ['To x\n!\tHEAD:refs/heads/master\t[remote rejected] (failed to lock)\nDone\n', 'rejected'],
     ['To x\n+\tHEAD:refs/heads/master\ta...b (forced update)\nDone\n', 'pushed'],
     ['To x\n*\tHEAD:refs/heads/master\t[new branch]\nDone\n', 'pushed'],
   ])('classifies %j', (output, outcome) => {
     expect(classifyPush(output, 'refs/heads/master')).toBe(outcome);
+  });
+
+  it('tells a push the remote refused for its own reasons, with the reason', () => {
+    expect(classifyPush(HOOK_DECLINED, 'refs/heads/master')).toEqual({
+      refused: 'pre-receive hook declined',
+    });
+    expect(
+      classifyPush(
+        '!\tHEAD:refs/heads/master\t[remote rejected] (deny updating a hidden ref)\n',
+        'refs/heads/master',
+      ),
+    ).toEqual({ refused: 'deny updating a hidden ref' });
+  });
+
+  it('has no verdict when the remote never reported whether the push landed', () => {
+    expect(
+      classifyPush(
+        'To x\n!\tHEAD:refs/heads/master\t[remote failure] (remote failed to report status)\nDone\n',
+        'refs/heads/master',
+      ),
+    ).toBeUndefined();
   });
 
   it('ignores lines about other refs and output without ref lines', () => {

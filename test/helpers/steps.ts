@@ -1,0 +1,141 @@
+// Build folders as a Concourse put sees them (SRC with one folder per earlier step) and small
+// readers for what a run left in the lock repository.
+import { execFile } from 'node:child_process';
+import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { expect, onTestFinished } from 'vitest';
+import { git, type LockRepo } from './lock-repo.js';
+import type { ScriptResult } from './run-script.js';
+import { tempDir } from './run-script.js';
+
+/** A temporary folder removed when the current test finishes (call it inside a test). */
+export async function scratchDir(prefix = 'pool-step-'): Promise<string> {
+  const dir = await tempDir(prefix);
+  onTestFinished(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** A build folder with step folders, each holding `name` and, when given, `metadata`. */
+export async function buildFolder(
+  steps: Record<string, { name?: string; metadata?: string | Buffer }> = {},
+): Promise<string> {
+  const src = await scratchDir();
+  for (const [step, files] of Object.entries(steps)) {
+    await mkdir(join(src, step), { recursive: true });
+    if (files.name !== undefined) await writeFile(join(src, step, 'name'), files.name);
+    if (files.metadata !== undefined) await writeFile(join(src, step, 'metadata'), files.metadata);
+  }
+  return src;
+}
+
+export interface CommitInfo {
+  subject: string;
+  body: string;
+  committer: string;
+  author: string;
+  /** Paths the commit changed, relative to the repository. */
+  files: string[];
+}
+
+export async function commitInfo(repo: LockRepo, ref: string): Promise<CommitInfo> {
+  const [subject = '', committer = '', author = ''] = (
+    await git(repo.bare, 'log', '-1', '--format=%s%x00%cn <%ce>%x00%an <%ae>', ref)
+  )
+    .trimEnd()
+    .split('\0');
+  // The message exactly as stored (git log would add a newline of its own).
+  const raw = await git(repo.bare, 'cat-file', 'commit', ref);
+  const body = raw.slice(raw.indexOf('\n\n') + 2);
+  const files = (
+    await git(repo.bare, 'diff-tree', '--no-commit-id', '--name-only', '-r', '--root', ref)
+  )
+    .split('\n')
+    .filter(Boolean);
+  return { subject, committer, author, body, files };
+}
+
+/** The lock file's bytes at the remote branch tip, or undefined when it is not there. */
+export async function lockFile(
+  repo: LockRepo,
+  path: string,
+  ref = repo.branch,
+): Promise<Buffer | undefined> {
+  return new Promise((resolve) => {
+    execFile(
+      'git',
+      ['cat-file', 'blob', `${ref}:${path}`],
+      { cwd: repo.bare, encoding: 'buffer' },
+      (error, stdout) => resolve(error ? undefined : stdout),
+    );
+  });
+}
+
+/** A run that succeeded: exit 0 and exactly one JSON document on stdout. */
+export function succeeded(result: ScriptResult): unknown {
+  expect(result.code, result.stderr).toBe(0);
+  expect(result.stdout.endsWith('\n')).toBe(true);
+  expect(result.stdout.trim().split('\n')).toHaveLength(1);
+  return JSON.parse(result.stdout);
+}
+
+/** A run that was refused: exit 1, nothing on stdout, a message and no stack trace on stderr. */
+export function refused(result: ScriptResult, message: string | RegExp): void {
+  expect(result.code, result.stderr).toBe(1);
+  expect(result.stdout).toBe('');
+  expect(result.stderr).toMatch(typeof message === 'string' ? escape(message) : message);
+  expect(result.stderr).not.toMatch(/^\s+at /m);
+}
+
+function escape(text: string): RegExp {
+  return new RegExp(text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
+}
+
+export function lockResponse(ref: string, name: string, pool = 'pool') {
+  return {
+    version: { ref },
+    metadata: [
+      { name: 'lock_name', value: name },
+      { name: 'pool_name', value: pool },
+    ],
+  };
+}
+
+/** Another clone changing the pool `pool` and pushing, as other builds would. Each returns the commit. */
+export function otherClone(repo: LockRepo, pool = 'pool') {
+  const path = (work: string, state: string, name: string) => join(work, pool, state, name);
+  const move = (name: string, from: string, to: string) => (work: string) =>
+    rename(path(work, from, name), path(work, to, name));
+  return {
+    release: (name: string) =>
+      repo.commit(`unclaiming: ${name}`, move(name, 'claimed', 'unclaimed')),
+    claim: (name: string) => repo.commit(`claiming: ${name}`, move(name, 'unclaimed', 'claimed')),
+    add: (name: string, metadata: string | Buffer = 'new\n') =>
+      repo.commit(`adding unclaimed: ${name}`, (work) =>
+        writeFile(path(work, 'unclaimed', name), metadata),
+      ),
+    update: (name: string, metadata: string | Buffer) =>
+      repo.commit(`updating: ${name}`, (work) =>
+        writeFile(path(work, 'unclaimed', name), metadata),
+      ),
+    remove: (name: string) =>
+      repo.commit(`removing: ${name}`, (work) => rm(path(work, 'claimed', name))),
+  };
+}
+
+/** Makes `master` the repository's default branch, holding a pool that must never be touched. */
+export async function addDecoyDefaultBranch(repo: LockRepo): Promise<void> {
+  const work = repo.work;
+  await git(work, 'checkout', '--quiet', '--orphan', 'decoy');
+  await git(work, 'rm', '-r', '--quiet', '--cached', '.');
+  await rm(join(work, 'pool'), { recursive: true, force: true });
+  await mkdir(join(work, 'pool', 'claimed'), { recursive: true });
+  await mkdir(join(work, 'pool', 'unclaimed'), { recursive: true });
+  await writeFile(join(work, 'pool', 'claimed', '.gitkeep'), '');
+  await writeFile(join(work, 'pool', 'unclaimed', 'decoy-lock'), 'decoy\n');
+  await git(work, 'add', 'pool');
+  await git(work, 'commit', '--quiet', '-m', 'decoy pool on the default branch');
+  await git(work, 'push', '--quiet', 'origin', 'HEAD:refs/heads/master');
+  await git(repo.bare, 'symbolic-ref', 'HEAD', 'refs/heads/master');
+  await git(work, 'checkout', '--quiet', '--force', '-B', repo.branch, `origin/${repo.branch}`);
+  await git(work, 'clean', '--quiet', '-ffdx');
+}

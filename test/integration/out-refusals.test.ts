@@ -1,0 +1,239 @@
+// Every put that cannot succeed is refused at once: exit 1, one clear line, nothing committed.
+import { chmod, mkdir, symlink, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
+import { runScript } from '../helpers/run-script.js';
+import { buildFolder, refused, scratchDir } from '../helpers/steps.js';
+
+let repo: LockRepo;
+let tip: string;
+
+beforeAll(async () => {
+  repo = await createLockRepo({
+    pool: { claimed: ['lock-c'], unclaimed: ['lock-a'] },
+    'other-pool': { claimed: ['lock-x'] },
+  });
+  // A pool with claimed/ but no unclaimed/ folder.
+  await repo.commit('half a pool', async (work) => {
+    await mkdir(join(work, 'half', 'claimed'), { recursive: true });
+    await writeFile(join(work, 'half', 'claimed', '.gitkeep'), '');
+  });
+  tip = await repo.tip();
+});
+afterAll(async () => repo.cleanup());
+
+// Nothing any refusal does may reach the remote.
+beforeEach(() => async () => {
+  expect(await repo.tip()).toBe(tip);
+  expect((await git(repo.bare, 'for-each-ref', '--format=%(refname)')).trim()).toBe(
+    'refs/heads/master',
+  );
+});
+
+const source = (extra: Record<string, unknown> = {}) => ({
+  uri: repo.bare,
+  branch: 'master',
+  pool: 'pool',
+  retry_delay: '100ms',
+  ...extra,
+});
+
+async function out(
+  params: Record<string, unknown>,
+  options: { src?: string; source?: Record<string, unknown> } = {},
+) {
+  return runScript(
+    'out',
+    { source: source(options.source), params },
+    { args: [options.src ?? (await buildFolder())] },
+  );
+}
+
+describe('out refuses at once, committing nothing', () => {
+  it('a pool folder that does not exist on the branch', async () => {
+    const result = await out({ acquire: true }, { source: { pool: 'nope' } });
+    refused(
+      result,
+      'pool "nope" does not exist on branch "master" (expected folders nope/claimed/ and nope/unclaimed/)',
+    );
+  });
+
+  it('a pool without its unclaimed/ folder', async () => {
+    const result = await out({ claim: 'lock-a' }, { source: { pool: 'half' } });
+    refused(result, 'pool "half" does not exist on branch "master"');
+  });
+
+  it('a branch that does not exist', async () => {
+    const result = await out({ acquire: true }, { source: { branch: 'no-such-branch' } });
+    refused(result, `branch "no-such-branch" does not exist in ${repo.bare}`);
+    // Refused, not retried as if the network had failed.
+    expect(result.stderr).not.toContain('trying again');
+  });
+
+  it('a step folder that is missing', async () => {
+    refused(
+      await out({ release: 'missing-step' }),
+      'invalid payload (release: step folder "missing-step" does not exist)',
+    );
+  });
+
+  it.each([['../outside'], ['/etc'], ['a/../../outside']])(
+    'a step folder outside the build folder: %j',
+    async (step) => {
+      refused(
+        await out({ release: step }),
+        `invalid payload (release: step folder "${step}" is outside the build's folder)`,
+      );
+    },
+  );
+
+  it('a step folder that is a symlink leading outside the build folder', async () => {
+    const outside = await scratchDir();
+    await writeFile(join(outside, 'name'), 'lock-c');
+    const src = await buildFolder();
+    await symlink(outside, join(src, 'sneaky'));
+    refused(
+      await out({ release: 'sneaky' }, { src }),
+      `invalid payload (release: step folder "sneaky" is outside the build's folder)`,
+    );
+  });
+
+  it('a step folder without a name file', async () => {
+    const src = await buildFolder({ held: { metadata: '{}' } });
+    refused(
+      await out({ release: 'held' }, { src }),
+      'error reading release: the step folder has no "name" file',
+    );
+  });
+
+  it.each([[''], ['\n'], ['  \n\n']])('an empty name file: %j', async (name) => {
+    const src = await buildFolder({ held: { name } });
+    refused(
+      await out({ remove: 'held' }, { src }),
+      'error reading remove: the "name" file is empty',
+    );
+  });
+
+  it('a name file naming something that is not a lock name', async () => {
+    const src = await buildFolder({ held: { name: '../../README.md' } });
+    refused(
+      await out({ release: 'held' }, { src }),
+      'error reading release: lock name "../../README.md" contains a path separator',
+    );
+  });
+
+  it('releasing a lock that is unclaimed', async () => {
+    const src = await buildFolder({ held: { name: 'lock-a' } });
+    refused(
+      await out({ release: 'held' }, { src }),
+      'cannot release lock "lock-a": it is not claimed in pool "pool" (it is unclaimed)',
+    );
+  });
+
+  it('releasing a lock that exists nowhere (or only in another pool)', async () => {
+    const src = await buildFolder({ held: { name: 'lock-x' } });
+    refused(
+      await out({ release: 'held' }, { src }),
+      'cannot release lock "lock-x": it does not exist in pool "pool"',
+    );
+  });
+
+  it('removing a lock that is unclaimed', async () => {
+    const src = await buildFolder({ held: { name: 'lock-a' } });
+    refused(
+      await out({ remove: 'held' }, { src }),
+      'cannot remove lock "lock-a": it is not claimed in pool "pool" (it is unclaimed)',
+    );
+  });
+
+  it.each([
+    ['add', 'lock-a', 'unclaimed'],
+    ['add', 'lock-c', 'claimed'],
+    ['add_claimed', 'lock-a', 'unclaimed'],
+    ['add_claimed', 'lock-c', 'claimed'],
+  ])('%s of a name that exists (%s)', async (operation, name, state) => {
+    const src = await buildFolder({ new: { name, metadata: '{}' } });
+    refused(
+      await out({ [operation]: 'new' }, { src }),
+      `lock "${name}" already exists in pool "pool" (${state})`,
+    );
+  });
+
+  it('adding without a metadata file', async () => {
+    const src = await buildFolder({ new: { name: 'lock-new' } });
+    refused(await out({ add: 'new' }, { src }), 'error reading add: new/metadata does not exist');
+  });
+
+  it.each(['check', 'check_unclaimed'])('%s of a lock that exists nowhere', async (operation) => {
+    const src = await buildFolder({ want: { name: 'lock-nowhere' } });
+    refused(
+      await out({ [operation]: 'want' }, { src }),
+      'lock "lock-nowhere" does not exist in pool "pool"',
+    );
+  });
+
+  it('two operations in one put', async () => {
+    const src = await buildFolder({ held: { name: 'lock-c' } });
+    refused(
+      await out({ acquire: true, release: 'held' }, { src }),
+      'invalid payload (params has more than one operation: acquire, release; a put does exactly one)',
+    );
+  });
+
+  it('a put without an operation, with the reference line', async () => {
+    const result = await out({});
+    refused(
+      result,
+      'invalid payload (missing acquire, release, remove, claim, add, add_claimed, update, check, or check_unclaimed)',
+    );
+  });
+
+  it('a request missing its source fields, with every reference line at once', async () => {
+    const result = await runScript(
+      'out',
+      { source: { retry_delay: '1s' }, params: { acquire: true } },
+      { args: [await buildFolder()] },
+    );
+    refused(result, 'invalid payload (missing uri)');
+    expect(result.stderr).toBe(
+      'invalid payload (missing uri)\ninvalid payload (missing branch)\ninvalid payload (missing pool)\n',
+    );
+  });
+
+  it('input that is not JSON, without echoing it', async () => {
+    const result = await runScript('out', '{"source": {"password": "hunter22"', {
+      args: [await buildFolder()],
+    });
+    refused(result, 'invalid payload (stdin is not valid JSON)');
+    expect(result.stderr).not.toContain('hunter22');
+  });
+});
+
+describe('a lock repository that refuses pushes', () => {
+  it('fails at once with the remote’s reason instead of retrying for ever', async () => {
+    const guarded = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
+    try {
+      const hook = join(guarded.bare, 'hooks', 'pre-receive');
+      await writeFile(hook, '#!/bin/sh\necho "branch master is protected" >&2\nexit 1\n');
+      await chmod(hook, 0o755);
+      const before = await guarded.tip();
+      const result = await runScript(
+        'out',
+        {
+          source: { uri: guarded.bare, branch: 'master', pool: 'pool' },
+          params: { acquire: true },
+        },
+        { args: [await buildFolder()] },
+      );
+      refused(
+        result,
+        'error: the lock repository refused the push to branch "master": pre-receive hook declined',
+      );
+      expect(result.stderr).not.toContain('trying again');
+      expect(await guarded.tip()).toBe(before);
+    } finally {
+      await guarded.cleanup();
+    }
+  });
+});

@@ -1,0 +1,480 @@
+import { describe, expect, it } from 'vitest';
+import { CancelledError, GaveUpError, OperationError, describeError } from '../../src/errors.js';
+import type { PushOutcome } from '../../src/git/push-outcome.js';
+import {
+  LockPool,
+  TRANSIENT_RETRIES,
+  type Claim,
+  type Clock,
+  type LockStore,
+  type PoolReporter,
+} from '../../src/lock-pool.js';
+import type { ResolvedOperation } from '../../src/lock-operation.js';
+import type { Change, LockState, PoolState } from '../../src/pool-state.js';
+
+const RETRY_DELAY_MS = 5_000;
+
+interface Snapshot {
+  claimed: Set<string>;
+  unclaimed: Set<string>;
+  /** The commit that last changed each lock. */
+  touchedBy: Map<string, string>;
+}
+
+function copy(s: Snapshot): Snapshot {
+  return {
+    claimed: new Set(s.claimed),
+    unclaimed: new Set(s.unclaimed),
+    touchedBy: new Map(s.touchedBy),
+  };
+}
+
+/**
+ * What a push does, scripted: an outcome git reports, a failure (thrown), or a push whose result
+ * is lost: it lands on the remote but the caller only sees the error.
+ */
+type PushStep = PushOutcome | Error | { lost: Error };
+
+/** An in-memory lock repository: one remote branch and one working copy, in lock vocabulary. */
+class FakeStore implements LockStore {
+  remote: Snapshot;
+  remoteCommit = 'c0';
+  private local: Snapshot;
+  private localCommit = 'c0';
+  private staged: Change | undefined;
+  private commits = 0;
+  readonly log: string[] = [];
+  readonly messages: string[] = [];
+  /** Failures for the next sync() calls, in order. */
+  syncFailures: Error[] = [];
+  pushes: PushStep[] = [];
+  /** Runs just before a push is judged (another writer can move the remote first). */
+  beforePush: (() => void) | undefined;
+
+  constructor(claimed: string[], unclaimed: string[]) {
+    this.remote = {
+      claimed: new Set(claimed),
+      unclaimed: new Set(unclaimed),
+      touchedBy: new Map(),
+    };
+    for (const name of [...claimed, ...unclaimed]) this.remote.touchedBy.set(name, 'c0');
+    this.local = copy(this.remote);
+  }
+
+  /** Another clone changes the pool and pushes. */
+  otherWriter(change: (pool: Snapshot) => string): void {
+    const name = change(this.remote);
+    this.remoteCommit = `other-${++this.commits}`;
+    this.remote.touchedBy.set(name, this.remoteCommit);
+  }
+
+  count(action: string): number {
+    return this.log.filter((entry) => entry.startsWith(action)).length;
+  }
+
+  async sync(): Promise<string> {
+    this.log.push('sync');
+    const failure = this.syncFailures.shift();
+    if (failure) throw failure;
+    this.local = copy(this.remote);
+    this.localCommit = this.remoteCommit;
+    this.staged = undefined;
+    return this.localCommit;
+  }
+
+  async remoteTip(): Promise<string | undefined> {
+    this.log.push('remoteTip');
+    return this.remoteCommit;
+  }
+
+  async pool(): Promise<PoolState> {
+    return { claimed: this.local.claimed, unclaimed: this.local.unclaimed, irregular: new Map() };
+  }
+
+  async apply(change: Change): Promise<void> {
+    this.log.push(`apply ${change.kind} ${change.name}`);
+    const set = (state: LockState) =>
+      state === 'claimed' ? this.local.claimed : this.local.unclaimed;
+    switch (change.kind) {
+      case 'move':
+        set(change.from).delete(change.name);
+        set(change.to).add(change.name);
+        this.staged = change;
+        return;
+      case 'write': {
+        const unchanged =
+          set(change.state).has(change.name) && change.content.toString() === 'same';
+        set(change.state).add(change.name);
+        this.staged = unchanged ? undefined : change;
+        return;
+      }
+      case 'delete':
+        set(change.state).delete(change.name);
+        this.staged = change;
+        return;
+    }
+  }
+
+  async hasStagedChanges(): Promise<boolean> {
+    return this.staged !== undefined;
+  }
+
+  async commit(message: string): Promise<string> {
+    this.localCommit = `c${++this.commits}`;
+    this.log.push(`commit ${this.localCommit}`);
+    this.messages.push(message);
+    if (this.staged) this.local.touchedBy.set(this.staged.name, this.localCommit);
+    return this.localCommit;
+  }
+
+  async push(): Promise<PushOutcome> {
+    this.log.push('push');
+    this.beforePush?.();
+    const step = this.pushes.shift() ?? 'pushed';
+    const land = () => {
+      this.remote = copy(this.local);
+      this.remoteCommit = this.localCommit;
+    };
+    if (step instanceof Error) throw step;
+    if (typeof step === 'object') {
+      land();
+      throw step.lost;
+    }
+    if (step === 'pushed') land();
+    return step;
+  }
+
+  async lastCommitOf(_state: LockState, name: string): Promise<string> {
+    return this.local.touchedBy.get(name) ?? this.localCommit;
+  }
+
+  async holds(claim: Claim): Promise<boolean> {
+    this.log.push(`holds ${claim.commit}`);
+    return (
+      this.local.claimed.has(claim.name) && this.local.touchedBy.get(claim.name) === claim.commit
+    );
+  }
+}
+
+/** Time that passes only when the policy sleeps. */
+class FakeClock implements Clock {
+  time = 1_000_000;
+  readonly sleeps: number[] = [];
+  /** Called after each sleep with its index (0-based): the world can change meanwhile. */
+  onSleep: ((index: number) => void) | undefined;
+
+  constructor(private readonly randomValue = 0.5) {}
+
+  now(): number {
+    return this.time;
+  }
+
+  async sleep(ms: number, signal: AbortSignal): Promise<void> {
+    if (signal.aborted) throw new CancelledError(signal.reason);
+    this.sleeps.push(ms);
+    this.time += ms;
+    this.onSleep?.(this.sleeps.length - 1);
+    if (signal.aborted) throw new CancelledError(signal.reason);
+  }
+
+  random(): number {
+    return this.randomValue;
+  }
+}
+
+class RecordingReporter implements PoolReporter {
+  readonly waits: string[] = [];
+  readonly conflicts: string[] = [];
+  readonly transients: { message: string; attempt: number; delayMs: number }[] = [];
+
+  waiting(reason: string): void {
+    this.waits.push(reason);
+  }
+
+  conflict(name: string): void {
+    this.conflicts.push(name);
+  }
+
+  transient(error: unknown, attempt: number, delayMs: number): void {
+    this.transients.push({ message: describeError(error), attempt, delayMs });
+  }
+}
+
+function setup(store: FakeStore, options: { clock?: FakeClock; signal?: AbortSignal } = {}) {
+  const clock = options.clock ?? new FakeClock();
+  const reporter = new RecordingReporter();
+  const pool = new LockPool(
+    store,
+    clock,
+    reporter,
+    {
+      pool: 'envs',
+      retryDelayMs: RETRY_DELAY_MS,
+      message: (subject, claiming) => `${subject}${claiming ? ' [claiming]' : ''}`,
+    },
+    options.signal ?? new AbortController().signal,
+  );
+  return { pool, clock, reporter };
+}
+
+const gitFailure = (text: string) => new Error(`git fetch failed (exit 128): ${text}`);
+
+describe('LockPool', () => {
+  it('takes a free lock with one commit and one push, without sleeping', async () => {
+    const store = new FakeStore([], ['lock-a']);
+    const { pool, clock } = setup(store);
+    expect(await pool.run({ kind: 'acquire' })).toEqual({ ref: 'c1', name: 'lock-a' });
+    expect(store.log).toEqual(['sync', 'apply move lock-a', 'commit c1', 'push']);
+    expect(store.messages).toEqual(['claiming: lock-a [claiming]']);
+    expect(store.remote.claimed).toEqual(new Set(['lock-a']));
+    expect(clock.sleeps).toEqual([]);
+  });
+
+  it('retries a rejected push at once from the new tip (a short jitter, never retry_delay)', async () => {
+    const store = new FakeStore([], ['lock-a', 'lock-b']);
+    store.pushes = ['rejected', 'rejected', 'pushed'];
+    const { pool, clock, reporter } = setup(store, { clock: new FakeClock(0.5) });
+    const outcome = await pool.run({ kind: 'claim', name: 'lock-b' });
+    expect(outcome).toEqual({ ref: 'c3', name: 'lock-b' });
+    expect(store.count('sync')).toBe(3);
+    expect(store.count('push')).toBe(3);
+    expect(reporter.conflicts).toEqual(['lock-b', 'lock-b']);
+    expect(reporter.waits).toEqual([]);
+    expect(clock.sleeps).toHaveLength(2);
+    for (const ms of clock.sleeps) expect(ms).toBeLessThan(200);
+  });
+
+  it('treats an "Everything up-to-date" push like a lost race', async () => {
+    const store = new FakeStore([], ['lock-a']);
+    store.pushes = ['up-to-date', 'pushed'];
+    const { pool, clock, reporter } = setup(store);
+    expect(await pool.run({ kind: 'acquire' })).toEqual({ ref: 'c2', name: 'lock-a' });
+    expect(reporter.conflicts).toEqual(['lock-a']);
+    expect(clock.sleeps.every((ms) => ms < 200)).toBe(true);
+  });
+
+  it('after losing the only free lock to another writer, waits retry_delay for it', async () => {
+    const store = new FakeStore([], ['lock-a']);
+    // Another build takes lock-a between our read and our push.
+    store.beforePush = () => {
+      store.beforePush = undefined;
+      store.otherWriter((remote) => {
+        remote.unclaimed.delete('lock-a');
+        remote.claimed.add('lock-a');
+        return 'lock-a';
+      });
+      store.pushes.unshift('rejected');
+    };
+    const { pool, clock, reporter } = setup(store, { clock: new FakeClock(0) });
+    // It releases it while we wait (after our second poll).
+    clock.onSleep = (index) => {
+      if (index === 2)
+        store.otherWriter((remote) => {
+          remote.claimed.delete('lock-a');
+          remote.unclaimed.add('lock-a');
+          return 'lock-a';
+        });
+    };
+    const outcome = await pool.run({ kind: 'acquire' });
+    expect(outcome.name).toBe('lock-a');
+    expect(reporter.conflicts).toEqual(['lock-a']);
+    expect(reporter.waits[0]).toBe('no unclaimed lock in pool "envs" (1 claimed, 0 unclaimed)');
+    // Jitter 0 after the lost race, then two polls of retry_delay.
+    expect(clock.sleeps).toEqual([0, RETRY_DELAY_MS, RETRY_DELAY_MS]);
+    expect(store.remote.claimed).toEqual(new Set(['lock-a']));
+  });
+
+  it('waits retry_delay only while nothing is free, polling the tip without fetching', async () => {
+    const store = new FakeStore(['lock-a', 'lock-b'], []);
+    const { pool, clock, reporter } = setup(store);
+    clock.onSleep = (index) => {
+      if (index === 3)
+        store.otherWriter((remote) => {
+          remote.claimed.delete('lock-b');
+          remote.unclaimed.add('lock-b');
+          return 'lock-b';
+        });
+    };
+    expect(await pool.run({ kind: 'acquire' })).toEqual({ ref: 'c2', name: 'lock-b' });
+    expect(clock.sleeps).toEqual([RETRY_DELAY_MS, RETRY_DELAY_MS, RETRY_DELAY_MS, RETRY_DELAY_MS]);
+    // One fetch before the wait, one after the tip moved; the polls in between only look.
+    expect(store.count('sync')).toBe(2);
+    expect(store.count('remoteTip')).toBe(4);
+    expect(reporter.waits).toHaveLength(4);
+    expect(store.count('commit')).toBe(1);
+  });
+
+  it.each<[string, ResolvedOperation, string[], string[]]>([
+    ['claim of a claimed lock', { kind: 'claim', name: 'a' }, ['a'], []],
+    ['claim of a lock that exists nowhere', { kind: 'claim', name: 'x' }, [], ['a']],
+    [
+      'update of a claimed lock',
+      { kind: 'update', name: 'a', metadata: Buffer.from('m') },
+      ['a'],
+      [],
+    ],
+    ['check of a claimed lock', { kind: 'check', name: 'a' }, ['a'], []],
+    ['check_unclaimed of an unclaimed lock', { kind: 'check_unclaimed', name: 'a' }, [], ['a']],
+  ])(
+    '%s waits retry_delay until the pool changes',
+    async (_title, operation, claimed, unclaimed) => {
+      const store = new FakeStore(claimed, unclaimed);
+      const { pool, clock } = setup(store);
+      clock.onSleep = () => {
+        store.otherWriter((remote) => {
+          remote.claimed.clear();
+          remote.unclaimed.clear();
+          const name = 'name' in operation ? operation.name : 'a';
+          (operation.kind === 'check_unclaimed' ? remote.claimed : remote.unclaimed).add(name);
+          return name;
+        });
+      };
+      await pool.run(operation);
+      expect(clock.sleeps).toEqual([RETRY_DELAY_MS]);
+    },
+  );
+
+  it('retries transient failures a bounded number of times with backoff, then reports git', async () => {
+    const store = new FakeStore([], ['lock-a']);
+    store.syncFailures = Array.from({ length: 10 }, () =>
+      gitFailure('unable to connect to 127.0.0.1: Connection refused'),
+    );
+    const { pool, clock, reporter } = setup(store);
+    const error = await pool.run({ kind: 'acquire' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(GaveUpError);
+    expect(describeError(error)).toBe(
+      `gave up after ${TRANSIENT_RETRIES + 1} attempts: git fetch failed (exit 128): unable to connect to 127.0.0.1: Connection refused`,
+    );
+    expect(store.count('sync')).toBe(TRANSIENT_RETRIES + 1);
+    expect(clock.sleeps).toEqual([500, 1000, 2000, 4000]);
+    expect(reporter.transients.map((t) => t.attempt)).toEqual([1, 2, 3, 4]);
+    expect(store.count('commit')).toBe(0);
+  });
+
+  it('carries on after a transient failure that goes away', async () => {
+    const store = new FakeStore([], ['lock-a']);
+    store.syncFailures = [gitFailure('early EOF'), gitFailure('early EOF')];
+    const { pool, clock, reporter } = setup(store);
+    expect(await pool.run({ kind: 'acquire' })).toEqual({ ref: 'c1', name: 'lock-a' });
+    expect(clock.sleeps).toEqual([500, 1000]);
+    expect(reporter.transients).toHaveLength(2);
+  });
+
+  it('gives each new failure streak its full budget again after progress', async () => {
+    const store = new FakeStore([], ['lock-a']);
+    const failures = TRANSIENT_RETRIES;
+    store.syncFailures = Array.from({ length: failures }, () => gitFailure('early EOF'));
+    store.pushes = ['rejected'];
+    let injected = false;
+    store.beforePush = () => {
+      if (injected) return;
+      injected = true;
+      store.syncFailures = Array.from({ length: failures }, () => gitFailure('early EOF'));
+    };
+    const { pool } = setup(store);
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+  });
+
+  it('finds its claim on the remote after a push whose result was lost, and does not claim twice', async () => {
+    const store = new FakeStore([], ['lock-a', 'lock-b']);
+    store.pushes = [{ lost: new Error('git push failed (exit 128): the remote end hung up') }];
+    const { pool, reporter } = setup(store, { clock: new FakeClock(0) });
+    const outcome = await pool.run({ kind: 'acquire' });
+    expect(outcome).toEqual({ ref: 'c1', name: 'lock-a' });
+    expect(store.log).toEqual([
+      'sync',
+      'apply move lock-a',
+      'commit c1',
+      'push',
+      'sync',
+      'holds c1',
+    ]);
+    expect(reporter.transients).toHaveLength(1);
+    expect(store.remote.claimed).toEqual(new Set(['lock-a']));
+    expect(store.remote.unclaimed).toEqual(new Set(['lock-b']));
+  });
+
+  it('claims again when the push that failed never reached the remote', async () => {
+    const store = new FakeStore([], ['lock-a']);
+    store.pushes = [new Error('git push failed (exit 128): the remote end hung up')];
+    const { pool } = setup(store);
+    expect(await pool.run({ kind: 'acquire' })).toEqual({ ref: 'c2', name: 'lock-a' });
+    expect(store.count('holds')).toBe(1);
+    expect(store.count('commit')).toBe(2);
+    expect(pool.pendingClaim).toEqual({ name: 'lock-a', commit: 'c2' });
+  });
+
+  it('forgets a claim whose push was rejected (nothing to release after an abort)', async () => {
+    const store = new FakeStore([], ['lock-a']);
+    store.pushes = ['rejected'];
+    let seen: Claim | undefined = { name: 'unset', commit: '' };
+    const controller = new AbortController();
+    const { pool } = setup(store, { signal: controller.signal });
+    store.beforePush = () => {
+      seen = pool.pendingClaim;
+      // Abort while the rejected push is on its way back.
+      controller.abort(new Error('stopped by SIGTERM'));
+    };
+    await expect(pool.run({ kind: 'acquire' })).rejects.toBeInstanceOf(CancelledError);
+    expect(seen).toEqual({ name: 'lock-a', commit: 'c1' });
+    expect(pool.pendingClaim).toBeUndefined();
+  });
+
+  it.each<[string, ResolvedOperation, string[], string[]]>([
+    ['release of an unclaimed lock', { kind: 'release', name: 'a' }, [], ['a']],
+    ['remove of a lock that exists nowhere', { kind: 'remove', name: 'x' }, [], []],
+    ['add of an existing name', { kind: 'add', name: 'a', metadata: Buffer.from('m') }, ['a'], []],
+    ['check of a lock that exists nowhere', { kind: 'check', name: 'x' }, [], []],
+  ])(
+    '%s fails at once, without retrying or committing',
+    async (_t, operation, claimed, unclaimed) => {
+      const store = new FakeStore(claimed, unclaimed);
+      const { pool, clock } = setup(store);
+      await expect(pool.run(operation)).rejects.toBeInstanceOf(OperationError);
+      expect(store.count('sync')).toBe(1);
+      expect(store.count('commit')).toBe(0);
+      expect(clock.sleeps).toEqual([]);
+    },
+  );
+
+  it('answers a check with the tip it observed, committing nothing', async () => {
+    const store = new FakeStore([], ['a']);
+    const { pool } = setup(store);
+    expect(await pool.run({ kind: 'check', name: 'a' })).toEqual({ ref: 'c0', name: 'a' });
+    expect(store.count('commit')).toBe(0);
+  });
+
+  it('answers an update that changes nothing with the commit that last changed the lock', async () => {
+    const store = new FakeStore([], ['a']);
+    store.otherWriter(() => 'a');
+    store.otherWriter(() => 'b');
+    const { pool } = setup(store);
+    expect(await pool.run({ kind: 'update', name: 'a', metadata: Buffer.from('same') })).toEqual({
+      ref: 'other-1',
+      name: 'a',
+    });
+    expect(store.count('commit')).toBe(0);
+    expect(store.count('push')).toBe(0);
+  });
+
+  it('stops waiting when cancelled, with nothing committed', async () => {
+    const store = new FakeStore(['a'], []);
+    const controller = new AbortController();
+    const { pool, clock } = setup(store, { signal: controller.signal });
+    clock.onSleep = (index) => {
+      if (index === 1) controller.abort(new Error('stopped by SIGTERM'));
+    };
+    await expect(pool.run({ kind: 'acquire' })).rejects.toBeInstanceOf(CancelledError);
+    expect(clock.sleeps).toEqual([RETRY_DELAY_MS, RETRY_DELAY_MS]);
+    expect(store.count('commit')).toBe(0);
+  });
+
+  it('does not retry a cancelled run as if it were a transient failure', async () => {
+    const store = new FakeStore([], ['a']);
+    const controller = new AbortController();
+    controller.abort(new Error('stopped'));
+    const { pool } = setup(store, { signal: controller.signal });
+    await expect(pool.run({ kind: 'acquire' })).rejects.toBeInstanceOf(CancelledError);
+    expect(store.log).toEqual([]);
+  });
+});

@@ -1,0 +1,497 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigurationError } from '../../src/errors.js';
+import { parseCheckRequest, parseInRequest, parseOutRequest } from '../../src/request.js';
+
+const MINIMAL = { uri: 'git@example.com:locks.git', branch: 'master', pool: 'envs' };
+const MISSING_OPERATION =
+  'invalid payload (missing acquire, release, remove, claim, add, add_claimed, update, check, or check_unclaimed)';
+
+/** The lines a refused request prints, in order. */
+function problems(parse: (text: string) => unknown, request: unknown): readonly string[] {
+  const text = typeof request === 'string' ? request : JSON.stringify(request);
+  try {
+    parse(text);
+  } catch (error) {
+    if (error instanceof ConfigurationError) return error.lines;
+    throw error;
+  }
+  throw new Error('the request was accepted');
+}
+
+const out = (source: unknown, params: unknown = { acquire: true }) =>
+  JSON.stringify({ source, params });
+
+describe('source', () => {
+  it('parses every field of the source, already in the shapes the code uses', () => {
+    const { request, warnings } = parseOutRequest(
+      out({
+        uri: 'ssh://git@example.com:2222/locks.git',
+        branch: 'locks',
+        pool: 'envs',
+        private_key:
+          '-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----\n',
+        private_key_passphrase: 'open sesame',
+        private_key_user: 'deploy',
+        forward_agent: true,
+        username: 'robot',
+        password: 'hunter22',
+        git_config: [
+          { name: 'user.name', value: 'Pool Bot' },
+          { name: 'core.bigFileThreshold', value: 1048576 },
+          { name: 'http.lowSpeedLimit', value: true },
+        ],
+        retry_delay: '1m30s',
+        https_tunnel: {
+          proxy_host: 'proxy.internal',
+          proxy_port: 3128,
+          proxy_user: 'me',
+          proxy_password: 'proxy-secret',
+        },
+        skip_ssl_verification: true,
+        known_hosts: 'example.com ssh-ed25519 AAAA',
+        git_timeout: '2m',
+      }),
+    );
+    expect(warnings).toEqual([]);
+    expect(request.source).toEqual({
+      uri: 'ssh://git@example.com:2222/locks.git',
+      branch: 'locks',
+      pool: 'envs',
+      privateKey: '-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----\n',
+      privateKeyPassphrase: 'open sesame',
+      privateKeyUser: 'deploy',
+      forwardAgent: true,
+      username: 'robot',
+      password: 'hunter22',
+      gitConfig: [
+        { name: 'user.name', value: 'Pool Bot' },
+        { name: 'core.bigFileThreshold', value: '1048576' },
+        { name: 'http.lowSpeedLimit', value: 'true' },
+      ],
+      retryDelayMs: 90_000,
+      httpsTunnel: {
+        proxyHost: 'proxy.internal',
+        proxyPort: 3128,
+        proxyUser: 'me',
+        proxyPassword: 'proxy-secret',
+      },
+      skipSslVerification: true,
+      knownHosts: 'example.com ssh-ed25519 AAAA',
+      gitTimeoutMs: 120_000,
+    });
+  });
+
+  it('defaults what is not given: 10s between polls, 5m per git command, no auth', () => {
+    const { request } = parseOutRequest(out(MINIMAL));
+    expect(request.source).toEqual({
+      ...MINIMAL,
+      privateKey: undefined,
+      privateKeyPassphrase: undefined,
+      privateKeyUser: undefined,
+      forwardAgent: false,
+      username: undefined,
+      password: undefined,
+      gitConfig: [],
+      retryDelayMs: 10_000,
+      httpsTunnel: undefined,
+      skipSslVerification: false,
+      knownHosts: undefined,
+      gitTimeoutMs: 300_000,
+    });
+  });
+
+  it('treats null and empty optional fields as not given (YAML leaves them so)', () => {
+    const { request } = parseOutRequest(
+      out({
+        ...MINIMAL,
+        private_key: null,
+        password: '',
+        forward_agent: null,
+        git_config: null,
+        retry_delay: null,
+        https_tunnel: null,
+      }),
+    );
+    expect(request.source).toMatchObject({
+      privateKey: undefined,
+      password: undefined,
+      forwardAgent: false,
+      gitConfig: [],
+      retryDelayMs: 10_000,
+      httpsTunnel: undefined,
+    });
+  });
+
+  it('takes the proxy port as a number or a string of digits', () => {
+    const { request } = parseOutRequest(
+      out({ ...MINIMAL, https_tunnel: { proxy_host: 'p', proxy_port: '8080' } }),
+    );
+    expect(request.source.httpsTunnel).toEqual({
+      proxyHost: 'p',
+      proxyPort: 8080,
+      proxyUser: undefined,
+      proxyPassword: undefined,
+    });
+  });
+
+  it.each<[unknown, number]>([
+    ['10s', 10_000],
+    ['1m30s', 90_000],
+    ['250ms', 250],
+    ['1h', 3_600_000],
+    ['1.5s', 1_500],
+    ['0', 0],
+    ['0s', 0],
+    [100_000_000, 100],
+    [10_000_000_000, 10_000],
+    [1, 1],
+    [0, 0],
+  ])('retry_delay %j is %d ms', (retryDelay, ms) => {
+    const { request } = parseOutRequest(out({ ...MINIMAL, retry_delay: retryDelay }));
+    expect(request.source.retryDelayMs).toBe(ms);
+  });
+
+  it.each<[unknown, string]>([
+    [
+      '10',
+      'invalid payload (retry_delay: invalid duration "10" (use Go syntax such as "10s", "1m30s", "250ms"))',
+    ],
+    [
+      'ten seconds',
+      'invalid payload (retry_delay: invalid duration "ten seconds" (use Go syntax such as "10s", "1m30s", "250ms"))',
+    ],
+    [1.5, 'invalid payload (retry_delay must be whole nanoseconds or a duration such as "10s")'],
+    ['-1s', 'invalid payload (retry_delay must be zero or more)'],
+    [-5, 'invalid payload (retry_delay must be zero or more)'],
+    ['1000h', 'invalid payload (retry_delay is longer than 168h)'],
+    [true, 'invalid payload (retry_delay must be a duration such as "10s")'],
+    [{ seconds: 10 }, 'invalid payload (retry_delay must be a duration such as "10s")'],
+  ])('retry_delay %j is refused with one line naming it', (retryDelay, line) => {
+    expect(problems(parseOutRequest, out({ ...MINIMAL, retry_delay: retryDelay }))).toEqual([line]);
+  });
+
+  it('refuses a zero git_timeout (it would fail every command)', () => {
+    expect(problems(parseOutRequest, out({ ...MINIMAL, git_timeout: '0s' }))).toEqual([
+      'invalid payload (git_timeout must be more than zero)',
+    ]);
+  });
+
+  it.each([
+    [{ branch: 'master', pool: 'envs' }, ['invalid payload (missing uri)']],
+    [{ uri: 'u', pool: 'envs' }, ['invalid payload (missing branch)']],
+    [{ uri: 'u', branch: 'master' }, ['invalid payload (missing pool)']],
+    [
+      { uri: '', branch: '', pool: '' },
+      [
+        'invalid payload (missing uri)',
+        'invalid payload (missing branch)',
+        'invalid payload (missing pool)',
+      ],
+    ],
+    [{ uri: null, branch: 'master', pool: 'envs' }, ['invalid payload (missing uri)']],
+    [
+      {},
+      [
+        'invalid payload (missing uri)',
+        'invalid payload (missing branch)',
+        'invalid payload (missing pool)',
+      ],
+    ],
+  ])('keeps the reference line for a missing required field: %j', (source, lines) => {
+    for (const parse of [parseCheckRequest, parseInRequest, parseOutRequest]) {
+      const request = JSON.stringify({
+        source,
+        version: { ref: 'abc123' },
+        params: { acquire: true },
+      });
+      expect(problems(parse, request)).toEqual(lines);
+    }
+  });
+
+  it('reports all three reference lines when there is no source at all', () => {
+    expect(problems(parseCheckRequest, {})).toEqual([
+      'invalid payload (missing uri)',
+      'invalid payload (missing branch)',
+      'invalid payload (missing pool)',
+    ]);
+    expect(problems(parseOutRequest, { source: null })).toEqual([
+      'invalid payload (missing uri)',
+      'invalid payload (missing branch)',
+      'invalid payload (missing pool)',
+      MISSING_OPERATION,
+    ]);
+  });
+
+  it('names the field when a value has the wrong type', () => {
+    expect(
+      problems(
+        parseOutRequest,
+        out({
+          uri: 42,
+          branch: 'master',
+          pool: 'envs',
+          forward_agent: 'yes',
+          skip_ssl_verification: 1,
+          private_key: ['not', 'a', 'key'],
+          git_config: { name: 'user.name', value: 'x' },
+          https_tunnel: { proxy_host: 'p', proxy_port: 70000 },
+        }),
+      ),
+    ).toEqual([
+      'invalid payload (uri must be a string)',
+      'invalid payload (private_key must be a string)',
+      'invalid payload (forward_agent must be true or false)',
+      'invalid payload (git_config must be a list of {name, value})',
+      'invalid payload (https_tunnel.proxy_port must be a port number)',
+      'invalid payload (skip_ssl_verification must be true or false)',
+    ]);
+    expect(problems(parseOutRequest, out('git@example.com:locks.git'))).toEqual([
+      'invalid payload (source must be an object)',
+    ]);
+  });
+
+  it('refuses git_config entries without a name or a value', () => {
+    expect(
+      problems(parseOutRequest, out({ ...MINIMAL, git_config: [{ name: 'user.name' }] })),
+    ).toEqual(['invalid payload (git_config entries need a string value)']);
+    expect(problems(parseOutRequest, out({ ...MINIMAL, git_config: [{ value: 'x' }] }))).toEqual([
+      'invalid payload (git_config entries need a string name)',
+    ]);
+  });
+
+  it.each([
+    ['a/b', 'invalid payload (pool "a/b" contains a path separator)'],
+    ['..', 'invalid payload (pool ".." is not a name)'],
+    ['.hidden', 'invalid payload (pool ".hidden" is a dotfile)'],
+    ['-rf', 'invalid payload (pool "-rf" starts with "-")'],
+    [':(glob)*', 'invalid payload (pool ":(glob)*" starts with ":")'],
+    ['a\nb', 'invalid payload (pool "a\\x0ab" contains a control character)'],
+  ])('refuses the pool %j before any git work', (pool, line) => {
+    expect(problems(parseOutRequest, out({ ...MINIMAL, pool }))).toEqual([line]);
+  });
+
+  it.each(['-b', '--upload-pack=evil', 'a..b', 'a b', 'refs/heads/x.lock', 'x~1', 'x^', 'a:b'])(
+    'refuses the branch %j',
+    (branch) => {
+      expect(problems(parseOutRequest, out({ ...MINIMAL, branch }))).toEqual([
+        'invalid payload (branch is not a valid branch name)',
+      ]);
+    },
+  );
+
+  it.each(['master', 'locks/ci', 'release-1.2', 'feature_x'])('accepts the branch %j', (branch) => {
+    expect(parseOutRequest(out({ ...MINIMAL, branch })).request.source.branch).toBe(branch);
+  });
+
+  it('accepts unknown fields with a warning naming each', () => {
+    const { request, warnings } = parseOutRequest(
+      out({ ...MINIMAL, paths: ['x'], tag_filter: 'v*' }, { acquire: true, timeout: '1m' }),
+    );
+    expect(request.operation).toEqual({ kind: 'acquire' });
+    expect(warnings).toEqual([
+      'warning: ignoring unknown source field "paths"',
+      'warning: ignoring unknown source field "tag_filter"',
+      'warning: ignoring unknown params field "timeout"',
+    ]);
+  });
+
+  it('never repeats a secret in an error line', () => {
+    const lines = problems(
+      parseOutRequest,
+      out({
+        uri: 'https://robot:s3cr3t-token@example.com/locks.git',
+        branch: 'master',
+        pool: 'envs',
+        password: 12345678,
+        private_key_passphrase: { value: 'p4ssphrase' },
+        retry_delay: 'p4ssphrase',
+      }),
+    );
+    expect(lines.join('\n')).not.toMatch(/s3cr3t-token|12345678/);
+    expect(lines).toContain('invalid payload (password must be a string)');
+    expect(lines).toContain('invalid payload (private_key_passphrase must be a string)');
+  });
+});
+
+describe('stdin', () => {
+  it.each([
+    ['', 'invalid payload (empty input: expected a JSON request on stdin)'],
+    ['  \n', 'invalid payload (empty input: expected a JSON request on stdin)'],
+    ['{"source": {"password": "hunter22"', 'invalid payload (stdin is not valid JSON)'],
+    ['[1, 2]', 'invalid payload (expected a JSON object on stdin)'],
+    ['"text"', 'invalid payload (expected a JSON object on stdin)'],
+    ['null', 'invalid payload (expected a JSON object on stdin)'],
+  ])('refuses %j with one line', (text, line) => {
+    for (const parse of [parseCheckRequest, parseInRequest, parseOutRequest]) {
+      expect(problems(parse, text)).toEqual([line]);
+    }
+  });
+});
+
+describe('check request', () => {
+  it('takes an optional version', () => {
+    expect(parseCheckRequest(JSON.stringify({ source: MINIMAL })).request.version).toBeUndefined();
+    expect(
+      parseCheckRequest(JSON.stringify({ source: MINIMAL, version: null })).request.version,
+    ).toBeUndefined();
+    expect(
+      parseCheckRequest(JSON.stringify({ source: MINIMAL, version: { ref: 'ABCdef0123' } })).request
+        .version,
+    ).toBe('ABCdef0123');
+  });
+
+  it('refuses a version that is not a commit id (it could reach git as an option)', () => {
+    expect(
+      problems(parseCheckRequest, { source: MINIMAL, version: { ref: '--output=/tmp/x' } }),
+    ).toEqual(['invalid payload (version.ref must be a commit id)']);
+    expect(problems(parseCheckRequest, { source: MINIMAL, version: 'abc123' })).toEqual([
+      'invalid payload (version must be an object with a ref)',
+    ]);
+  });
+});
+
+describe('in request', () => {
+  it('takes the version and an optional depth', () => {
+    const ref = 'a'.repeat(40);
+    expect(parseInRequest(JSON.stringify({ source: MINIMAL, version: { ref } })).request).toEqual({
+      source: expect.objectContaining(MINIMAL),
+      version: ref,
+      depth: undefined,
+    });
+    expect(
+      parseInRequest(JSON.stringify({ source: MINIMAL, version: { ref }, params: { depth: 1 } }))
+        .request.depth,
+    ).toBe(1);
+  });
+
+  it('reports every problem at once', () => {
+    expect(
+      problems(parseInRequest, {
+        source: { uri: 'u', pool: 'p' },
+        version: { ref: 'HEAD~1' },
+        params: { depth: 0 },
+      }),
+    ).toEqual([
+      'invalid payload (missing branch)',
+      'invalid payload (version.ref must be a commit id)',
+      'invalid payload (params.depth must be a positive whole number)',
+    ]);
+  });
+
+  it('refuses a request without a version', () => {
+    expect(problems(parseInRequest, { source: MINIMAL })).toEqual([
+      'invalid payload (missing version)',
+    ]);
+  });
+
+  it.each([0, -1, 1.5, '1'])('refuses depth %j', (depth) => {
+    expect(
+      problems(parseInRequest, { source: MINIMAL, version: { ref: 'abcd' }, params: { depth } }),
+    ).toEqual(['invalid payload (params.depth must be a positive whole number)']);
+  });
+
+  it('warns about unknown params', () => {
+    expect(
+      parseInRequest(
+        JSON.stringify({
+          source: MINIMAL,
+          version: { ref: 'abcd' },
+          params: { skip_download: true },
+        }),
+      ).warnings,
+    ).toEqual(['warning: ignoring unknown params field "skip_download"']);
+  });
+});
+
+describe('out request', () => {
+  it.each<[Record<string, unknown>, unknown]>([
+    [{ acquire: true }, { kind: 'acquire' }],
+    [{ claim: 'lock-a' }, { kind: 'claim', name: 'lock-a' }],
+    [{ release: 'lock-step' }, { kind: 'release', step: 'lock-step' }],
+    [{ add: 'new' }, { kind: 'add', step: 'new' }],
+    [{ add_claimed: 'new' }, { kind: 'add_claimed', step: 'new' }],
+    [{ remove: 'old' }, { kind: 'remove', step: 'old' }],
+    [{ update: 'meta' }, { kind: 'update', step: 'meta' }],
+    [{ check: 'lock-step' }, { kind: 'check', step: 'lock-step' }],
+    [{ check_unclaimed: 'lock-step' }, { kind: 'check_unclaimed', step: 'lock-step' }],
+    [
+      { acquire: false, release: 'lock-step' },
+      { kind: 'release', step: 'lock-step' },
+    ],
+    [
+      { release: 'lock-step', claim: '', add: null },
+      { kind: 'release', step: 'lock-step' },
+    ],
+  ])('params %j are one operation', (params, operation) => {
+    expect(parseOutRequest(out(MINIMAL, params)).request.operation).toEqual(operation);
+  });
+
+  it.each([{}, { acquire: false }, { release: '' }, { claim: null }])(
+    'keeps the reference line when no operation is given: %j',
+    (params) => {
+      expect(problems(parseOutRequest, out(MINIMAL, params))).toEqual([MISSING_OPERATION]);
+    },
+  );
+
+  it('keeps the reference line when params are missing entirely', () => {
+    expect(problems(parseOutRequest, { source: MINIMAL })).toEqual([MISSING_OPERATION]);
+  });
+
+  it('refuses two operations in one put', () => {
+    expect(
+      problems(parseOutRequest, out(MINIMAL, { acquire: true, release: 'lock-step' })),
+    ).toEqual([
+      'invalid payload (params has more than one operation: acquire, release; a put does exactly one)',
+    ]);
+  });
+
+  it('reports every problem at once, source first', () => {
+    expect(
+      problems(parseOutRequest, {
+        source: { pool: 'envs', retry_delay: 'soon' },
+        params: { wait_timeout: '0s' },
+      }),
+    ).toEqual([
+      'invalid payload (missing uri)',
+      'invalid payload (missing branch)',
+      'invalid payload (retry_delay: invalid duration "soon" (use Go syntax such as "10s", "1m30s", "250ms"))',
+      'invalid payload (wait_timeout must be more than zero)',
+    ]);
+    expect(problems(parseOutRequest, { source: { uri: 'u', pool: 'p' }, params: {} })).toEqual([
+      'invalid payload (missing branch)',
+      MISSING_OPERATION,
+    ]);
+  });
+
+  it.each([
+    ['../etc', 'invalid payload (claim: lock name "../etc" contains a path separator)'],
+    ['.secret', 'invalid payload (claim: lock name ".secret" is a dotfile)'],
+    ['a\u0000b', 'invalid payload (claim: lock name "a\\x00b" contains a control character)'],
+    ['x'.repeat(256), 'invalid payload (claim: lock name is longer than 255 bytes)'],
+  ])('refuses claiming the unsafe name %j', (name, line) => {
+    expect(problems(parseOutRequest, out(MINIMAL, { claim: name }))).toEqual([line]);
+  });
+
+  it.each([
+    [{ acquire: 'yes' }, 'invalid payload (acquire must be true or false)'],
+    [{ claim: 7 }, 'invalid payload (claim must be a lock name)'],
+    [{ release: true }, 'invalid payload (release must be the name of a step folder)'],
+    [{ add: ['a'] }, 'invalid payload (add must be the name of a step folder)'],
+    [{ update: 'a\u0000b' }, 'invalid payload (update: step folder contains a NUL character)'],
+  ])('names the param with the wrong type: %j', (params, line) => {
+    expect(problems(parseOutRequest, out(MINIMAL, params))).toEqual([line]);
+  });
+
+  it('refuses params that are not an object', () => {
+    expect(problems(parseOutRequest, out(MINIMAL, ['acquire']))).toEqual([
+      'invalid payload (params must be an object)',
+    ]);
+  });
+
+  it('parses wait_timeout as a Go duration', () => {
+    expect(
+      parseOutRequest(out(MINIMAL, { acquire: true, wait_timeout: '2m' })).request.waitTimeoutMs,
+    ).toBe(120_000);
+    expect(parseOutRequest(out(MINIMAL)).request.waitTimeoutMs).toBeUndefined();
+  });
+});
