@@ -1,6 +1,15 @@
+import { utils } from 'ssh2';
 import { describe, expect, it } from 'vitest';
 import { ConfigurationError } from '../../src/errors.js';
 import { parseCheckRequest, parseInRequest, parseOutRequest } from '../../src/request.js';
+
+// A real encrypted key and a real host key line: both are checked when the request is parsed.
+const KEY = utils.generateKeyPairSync('ed25519', {
+  passphrase: 'open sesame',
+  cipher: 'aes256-ctr',
+});
+const HOST_KEY = utils.generateKeyPairSync('ed25519');
+const KNOWN_HOSTS = `[example.com]:2222 ${HOST_KEY.public}`;
 
 const MINIMAL = { uri: 'git@example.com:locks.git', branch: 'master', pool: 'envs' };
 const MISSING_OPERATION =
@@ -28,8 +37,7 @@ describe('source', () => {
         uri: 'ssh://git@example.com:2222/locks.git',
         branch: 'locks',
         pool: 'envs',
-        private_key:
-          '-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----\n',
+        private_key: KEY.private,
         private_key_passphrase: 'open sesame',
         private_key_user: 'deploy',
         forward_agent: true,
@@ -48,7 +56,7 @@ describe('source', () => {
           proxy_password: 'proxy-secret',
         },
         skip_ssl_verification: true,
-        known_hosts: 'example.com ssh-ed25519 AAAA',
+        known_hosts: KNOWN_HOSTS,
         git_timeout: '2m',
       }),
     );
@@ -57,7 +65,7 @@ describe('source', () => {
       uri: 'ssh://git@example.com:2222/locks.git',
       branch: 'locks',
       pool: 'envs',
-      privateKey: '-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----\n',
+      privateKey: KEY.private,
       privateKeyPassphrase: 'open sesame',
       privateKeyUser: 'deploy',
       forwardAgent: true,
@@ -76,7 +84,7 @@ describe('source', () => {
         proxyPassword: 'proxy-secret',
       },
       skipSslVerification: true,
-      knownHosts: 'example.com ssh-ed25519 AAAA',
+      knownHosts: KNOWN_HOSTS,
       gitTimeoutMs: 120_000,
     });
   });
