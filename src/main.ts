@@ -10,8 +10,11 @@ import { Logger } from './logger.js';
 const SIGNAL_NUMBERS = { SIGHUP: 1, SIGINT: 2, SIGTERM: 15 } as const;
 type StopSignal = keyof typeof SIGNAL_NUMBERS;
 
-/** How long a cancelled command may take to wind down (its git children get killed) before cleanup. */
-const SETTLE_MS = 500;
+/**
+ * Backstop for a cancelled command to wind down before cleanup: git and its helpers get SIGTERM
+ * at once and SIGKILL 300 ms later (src/git/git.ts), so the command normally settles well before.
+ */
+const SETTLE_MS = 1_000;
 /** Budget for the compensating release, well inside Concourse's 10 s before SIGKILL. */
 const ABORT_BUDGET_MS = 6_000;
 /** Whatever happens, exit before the SIGKILL that follows SIGTERM by 10 s. */
@@ -33,24 +36,38 @@ export type Command = (ctx: CommandContext) => Promise<unknown>;
 
 export async function main(command: Command): Promise<void> {
   const controller = new AbortController();
+  // Aborted just before an immediate exit, so the compensating release's git children get
+  // their SIGTERM too instead of being orphaned.
+  const exitingNow = new AbortController();
   const log = new Logger((text) => process.stderr.write(text));
   const abortTasks: ((signal: AbortSignal) => Promise<void>)[] = [];
   const exitTasks: (() => Promise<void>)[] = [];
   let stoppedBy: { signal: StopSignal; code: number } | undefined;
+  // Set once the result is written and nothing stopped the run: the put stands as reported.
+  let finished = false;
   let markStopped: () => void = () => {};
   const stopped = new Promise<void>((resolve) => (markStopped = resolve));
+  const exitNow = (code: number): never => {
+    exitingNow.abort(new Error('exiting now'));
+    process.exit(code);
+  };
 
   const onSignal = (signal: StopSignal) => {
     const code = 128 + SIGNAL_NUMBERS[signal];
+    if (finished) {
+      // Only cleanup of temporary files is left; the lock (if any) is the build's, as reported.
+      log.info(`received ${signal} after the result was written: exiting`);
+      exitNow(Number(process.exitCode ?? 0));
+    }
     if (stoppedBy) {
       log.info(`received ${signal} again: exiting now`);
-      process.exit(code);
+      exitNow(code);
     }
     stoppedBy = { signal, code };
     process.exitCode = code;
     log.info(`received ${signal}: stopping`);
     controller.abort(new Error(`stopped by ${signal}`));
-    setTimeout(() => process.exit(code), HARD_EXIT_MS).unref();
+    setTimeout(() => exitNow(code), HARD_EXIT_MS).unref();
     markStopped();
   };
   for (const signal of Object.keys(SIGNAL_NUMBERS) as StopSignal[]) process.on(signal, onSignal);
@@ -82,9 +99,11 @@ export async function main(command: Command): Promise<void> {
       process.exitCode = 1;
     }
   }
+  // A signal that arrived while the result was being written still undoes the put (exit 128+N).
+  if (!stoppedBy) finished = true;
   if (stoppedBy) {
     await Promise.race([work, sleep(SETTLE_MS)]);
-    const budget = AbortSignal.timeout(ABORT_BUDGET_MS);
+    const budget = AbortSignal.any([AbortSignal.timeout(ABORT_BUDGET_MS), exitingNow.signal]);
     for (const task of abortTasks)
       await task(budget).catch((error: unknown) =>
         log.error(`error while stopping: ${describeError(error)}`),

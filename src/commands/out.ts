@@ -6,6 +6,7 @@ import type { CommandContext } from '../context.js';
 import { ConfigurationError, OperationError, describeError } from '../errors.js';
 import { LockPool, releaseAbandonedClaim } from '../lock-pool.js';
 import { lockNameProblem, printable } from '../lock-name.js';
+import { displayUri } from '../logger.js';
 import type { ResolvedOperation } from '../lock-operation.js';
 import { LockRepository } from '../lock-repository.js';
 import { ProgressReporter } from '../progress.js';
@@ -71,7 +72,7 @@ export async function runOut(ctx: CommandContext) {
       );
     } catch (error) {
       ctx.log.error(
-        `error releasing abandoned lock: "${claim.name}" in pool "${source.pool}" may still be claimed by commit ${claim.commit}; release it by hand (${describeError(error)})`,
+        `error releasing abandoned lock: "${claim.name}" in pool "${source.pool}" may still be claimed by commit ${claim.commit} on ${repository.branchRef} of ${displayUri(source.uri)}; release it by hand (${describeError(error)})`,
       );
     }
   });
