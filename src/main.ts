@@ -4,19 +4,20 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { CommandContext } from './context.js';
 import { CancelledError, ConfigurationError, describeError } from './errors.js';
-import type { Clock } from './lock-pool.js';
+import { PUSH_GRACE_MS, type Clock } from './lock-pool.js';
 import { Logger } from './logger.js';
 
 const SIGNAL_NUMBERS = { SIGHUP: 1, SIGINT: 2, SIGTERM: 15 } as const;
 type StopSignal = keyof typeof SIGNAL_NUMBERS;
 
 /**
- * Backstop for a cancelled command to wind down before cleanup: git and its helpers get SIGTERM
- * at once and SIGKILL 300 ms later (src/git/git.ts), so the command normally settles well before.
+ * How long a cancelled command may take to wind down before cleanup. Git and its helpers get
+ * SIGTERM at once and SIGKILL 300 ms later (src/git/git.ts), so it normally settles within
+ * tens of milliseconds; only a claim's push already under way may take up to PUSH_GRACE_MS.
  */
-const SETTLE_MS = 1_000;
-/** Budget for the compensating release, well inside Concourse's 10 s before SIGKILL. */
-const ABORT_BUDGET_MS = 6_000;
+const SETTLE_MS = PUSH_GRACE_MS + 500;
+/** Budget for the compensating release; with SETTLE_MS still inside the hard exit below. */
+const ABORT_BUDGET_MS = 5_000;
 /** Whatever happens, exit before the SIGKILL that follows SIGTERM by 10 s. */
 const HARD_EXIT_MS = 9_000;
 
