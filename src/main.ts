@@ -43,35 +43,14 @@ export async function main(command: Command): Promise<void> {
   const log = new Logger((text) => process.stderr.write(text));
   const abortTasks: ((signal: AbortSignal) => Promise<void>)[] = [];
   const exitTasks: (() => Promise<void>)[] = [];
+  const runExitTasks = async () => {
+    for (const task of exitTasks) await task().catch(() => undefined);
+  };
   let stoppedBy: { signal: StopSignal; code: number } | undefined;
-  // Set once the result is written and nothing stopped the run: the put stands as reported.
-  let finished = false;
-  let markStopped: () => void = () => {};
-  const stopped = new Promise<void>((resolve) => (markStopped = resolve));
   const exitNow = (code: number): never => {
     exitingNow.abort(new Error('exiting now'));
     process.exit(code);
   };
-
-  const onSignal = (signal: StopSignal) => {
-    const code = 128 + SIGNAL_NUMBERS[signal];
-    if (finished) {
-      // Only cleanup of temporary files is left; the lock (if any) is the build's, as reported.
-      log.info(`received ${signal} after the result was written: exiting`);
-      exitNow(Number(process.exitCode ?? 0));
-    }
-    if (stoppedBy) {
-      log.info(`received ${signal} again: exiting now`);
-      exitNow(code);
-    }
-    stoppedBy = { signal, code };
-    process.exitCode = code;
-    log.info(`received ${signal}: stopping`);
-    controller.abort(new Error(`stopped by ${signal}`));
-    setTimeout(() => exitNow(code), HARD_EXIT_MS).unref();
-    markStopped();
-  };
-  for (const signal of Object.keys(SIGNAL_NUMBERS) as StopSignal[]) process.on(signal, onSignal);
 
   const ctx: CommandContext = {
     stdin: '',
@@ -84,37 +63,57 @@ export async function main(command: Command): Promise<void> {
     onAbort: (task) => abortTasks.push(task),
     onExit: (task) => exitTasks.push(task),
   };
-
   const work = readStdin(controller.signal)
     .then((stdin) => command({ ...ctx, stdin }))
     .then(
       (result) => ({ ok: true as const, result }),
       (error: unknown) => ({ ok: false as const, error }),
     );
-  const settled = await Promise.race([work, stopped.then(() => undefined)]);
-  if (settled && !stoppedBy) {
-    if (settled.ok) {
-      await writeStdout(`${JSON.stringify(settled.result)}\n`);
-    } else {
-      reportFailure(log, settled.error);
-      process.exitCode = 1;
-    }
-  }
-  // A signal that arrived while the result was being written still undoes the put (exit 128+N).
-  if (!stoppedBy) finished = true;
-  if (stoppedBy) {
+
+  // Once a signal arrived, this owns the exit, wherever the run was: waiting, pushing, writing
+  // the result or removing its temporary files. Concourse counts a stopped step as aborted even
+  // if its result was written, so a claim it made must be released then too.
+  const stopRun = async (code: number) => {
     await Promise.race([work, sleep(SETTLE_MS)]);
     const budget = AbortSignal.any([AbortSignal.timeout(ABORT_BUDGET_MS), exitingNow.signal]);
     for (const task of abortTasks)
       await task(budget).catch((error: unknown) =>
         log.error(`error while stopping: ${describeError(error)}`),
       );
-  }
-  for (const task of exitTasks) await task().catch(() => undefined);
-  if (stoppedBy) {
-    const { code } = stoppedBy;
+    await runExitTasks();
     process.stderr.write('', () => process.exit(code));
+  };
+  const onSignal = (signal: StopSignal) => {
+    const code = 128 + SIGNAL_NUMBERS[signal];
+    if (stoppedBy) {
+      log.info(`received ${signal} again: exiting now`);
+      exitNow(code);
+    }
+    stoppedBy = { signal, code };
+    process.exitCode = code;
+    log.info(`received ${signal}: stopping`);
+    controller.abort(new Error(`stopped by ${signal}`));
+    setTimeout(() => exitNow(code), HARD_EXIT_MS).unref();
+    void stopRun(code);
+  };
+  for (const signal of Object.keys(SIGNAL_NUMBERS) as StopSignal[]) process.on(signal, onSignal);
+
+  const settled = await work;
+  if (stoppedBy) return;
+  if (settled.ok) {
+    await writeStdout(`${JSON.stringify(settled.result)}\n`);
+  } else {
+    reportFailure(log, settled.error);
   }
+  if (stoppedBy) return;
+  await runExitTasks();
+  const code = settled.ok ? 0 : 1;
+  // Exit in the same turn as this last check: a signal from here on can no longer run our
+  // handler, so the run's outcome cannot change after it was decided (and Node's own
+  // teardown, during which SIGTERM would kill us outright, is skipped).
+  process.stderr.write('', () => {
+    if (!stoppedBy) process.exit(code);
+  });
 }
 
 function reportFailure(log: Logger, error: unknown): void {

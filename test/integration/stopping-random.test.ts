@@ -84,17 +84,18 @@ it(`leaks no lock over ${RUNS} acquires stopped at random instants`, async () =>
     }
     expect(await run.leftovers(), context).toEqual([]);
     const state = await repo.state('pool');
+    const seen = `${context}; exit ${result.code ?? result.signal}; stderr:\n${result.stderr}`;
     if (result.code === 0) {
       const response = JSON.parse(result.stdout) as { version: { ref: string } };
       expect(response.version.ref, context).toBe(await repo.tip());
-      expect(state, context).toEqual({ claimed: ['lock-a'], unclaimed: [] });
+      expect(state, seen).toEqual({ claimed: ['lock-a'], unclaimed: [] });
       tally.held++;
       if (!('exitAfterSignal' in result)) tally.finishedFirst++;
       exitedAt.push(result.exitMs);
     } else {
       // Killed before the handlers were installed (nothing started yet), or 128+15.
       expect(result.code === 143 || result.signal === 'SIGTERM', context).toBe(true);
-      expect(state, context).toEqual({ claimed: [], unclaimed: ['lock-a'] });
+      expect(state, seen).toEqual({ claimed: [], unclaimed: ['lock-a'] });
       if (result.stderr.includes('released "lock-a"')) {
         tally.released++;
         if (result.stdout !== '') tally.releasedAfterResult++;
