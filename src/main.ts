@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { CommandContext } from './context.js';
 import { CancelledError, ConfigurationError, describeError } from './errors.js';
+import { descendantsOf, signalProcesses } from './git/child-processes.js';
 import { PUSH_GRACE_MS, type Clock } from './lock-pool.js';
 import { Logger } from './logger.js';
 
@@ -37,9 +38,6 @@ export type Command = (ctx: CommandContext) => Promise<unknown>;
 
 export async function main(command: Command): Promise<void> {
   const controller = new AbortController();
-  // Aborted just before an immediate exit, so the compensating release's git children get
-  // their SIGTERM too instead of being orphaned.
-  const exitingNow = new AbortController();
   const log = new Logger((text) => process.stderr.write(text));
   const abortTasks: ((signal: AbortSignal) => Promise<void>)[] = [];
   const exitTasks: (() => Promise<void>)[] = [];
@@ -47,8 +45,10 @@ export async function main(command: Command): Promise<void> {
     for (const task of exitTasks) await task().catch(() => undefined);
   };
   let stoppedBy: { signal: StopSignal; code: number } | undefined;
+  // Whatever git runs at that moment (a push given time to finish, the compensating release)
+  // gets SIGTERM rather than being orphaned.
   const exitNow = (code: number): never => {
-    exitingNow.abort(new Error('exiting now'));
+    signalProcesses(descendantsOf(process.pid), 'SIGTERM');
     process.exit(code);
   };
 
@@ -75,7 +75,7 @@ export async function main(command: Command): Promise<void> {
   // if its result was written, so a claim it made must be released then too.
   const stopRun = async (code: number) => {
     await Promise.race([work, sleep(SETTLE_MS)]);
-    const budget = AbortSignal.any([AbortSignal.timeout(ABORT_BUDGET_MS), exitingNow.signal]);
+    const budget = AbortSignal.timeout(ABORT_BUDGET_MS);
     for (const task of abortTasks)
       await task(budget).catch((error: unknown) =>
         log.error(`error while stopping: ${describeError(error)}`),

@@ -3,6 +3,7 @@
 // receive-pack for local paths) do not all hear it, and an orphaned remote helper blocked on a
 // silent server lives on forever (seen with git 2.39). They all inherit git's environment, whose
 // HOME is a private folder unique to this run, so /proc names them even after they are orphaned.
+// An immediate exit (second signal) has no time for that and stops the process tree instead.
 import { readdirSync, readFileSync } from 'node:fs';
 import { kill } from 'node:process';
 
@@ -29,10 +30,43 @@ export function processesWithHome(home: string): number[] {
   return found;
 }
 
+/** Every process below `root` (children, their children, …), from /proc's parent links. */
+export function descendantsOf(root: number): number[] {
+  const children = new Map<number, number[]>();
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return [];
+  }
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      // Fields after the command name, which may itself hold spaces and parentheses.
+      const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      children.set(parent, [...(children.get(parent) ?? []), Number(entry)]);
+    } catch {
+      // Exited meanwhile.
+    }
+  }
+  const found: number[] = [];
+  for (let queue = [root]; queue.length > 0;) {
+    const next = children.get(queue.pop()!) ?? [];
+    found.push(...next);
+    queue.push(...next);
+  }
+  return found;
+}
+
 /** Sends `signal` to every process of the run; returns how many were still there. */
 export function signalProcessesWithHome(home: string, signal: NodeJS.Signals): number {
+  return signalProcesses(processesWithHome(home), signal);
+}
+
+export function signalProcesses(pids: readonly number[], signal: NodeJS.Signals): number {
   let count = 0;
-  for (const pid of processesWithHome(home)) {
+  for (const pid of pids) {
     try {
       kill(pid, signal);
       count++;

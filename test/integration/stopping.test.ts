@@ -126,7 +126,7 @@ describe('every stop signal and every waiting operation', () => {
     expect(await repo.tip()).toBe(tip);
   });
 
-  it('a second signal exits at once', async () => {
+  it('a second signal exits at once, during the compensating release', async () => {
     repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
     daemon = await startGitDaemon(repo.root);
     const marker = await holdPushAfterUpdate(repo, 1);
@@ -149,9 +149,39 @@ describe('every stop signal and every waiting operation', () => {
     await sleep(200);
     expect(await run.leftovers()).toEqual([]);
   });
+  it('a second signal stops a push given time to finish, and exits at once', async () => {
+    repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
+    daemon = await startGitDaemon(repo.root);
+    const marker = await holdPush(repo, 'pre-receive', 5);
+    const run = await start(
+      { source: source(daemon.url(repo.bare)), params: { acquire: true } },
+      await stepFolder('unused'),
+    );
+    await waitForFile(marker);
+    run.child.kill('SIGTERM');
+    await sleep(300);
+    const stopped = await stop(run, 'SIGTERM');
+    expect(stopped.code).toBe(143);
+    expect(stopped.eofAfterSignal).toBeLessThan(1000);
+    expect(await run.leftovers()).toEqual([]);
+  });
 });
 
 describe('SIGKILL', () => {
+  it('closes both pipes within 1 s even while git hangs on a silent remote', async () => {
+    silent = await startSilentServer();
+    const run = await start(
+      { source: source(`git://127.0.0.1:${silent.port}/locks.git`), params: { acquire: true } },
+      await stepFolder('unused'),
+    );
+    await waitForProcess(run, /git.* fetch/);
+    const killed = await stop(run, 'SIGKILL');
+    expect(killed.signal).toBe('SIGKILL');
+    expect(killed.eofAfterSignal).toBeLessThan(1000);
+    // Nothing can stop them once we are SIGKILLed: git is orphaned, hanging. Clean up after us.
+    for (const { pid } of await run.leftovers()) process.kill(pid, 'SIGKILL');
+  });
+
   it('still lets both pipes reach EOF within 1 s, since no child holds them', async () => {
     repo = await createLockRepo({ pool: { claimed: ['lock-a'] } });
     const run = await start(
