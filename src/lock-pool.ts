@@ -69,10 +69,10 @@ const BACKOFF_MS = [500, 1000, 2000, 4000];
 /** Jitter after a lost race, so racing writers don't collide again in lockstep. */
 const CONFLICT_JITTER_MS = 200;
 /**
- * How long a push already under way may go on after cancellation. A server that has the pack
- * moves the branch even if the client hangs up (git daemon with a slow pre-receive hook does),
- * so killing the push could land a claim after the compensating release looked for it. Letting
- * it finish tells us whether there is anything to release. src/main.ts waits this long.
+ * How long a claim's push already under way may go on after cancellation. A server that has the
+ * pack moves the branch even if the client hangs up (git daemon with a slow pre-receive hook
+ * does), so killing the push could land a claim after the compensating release looked for it.
+ * Letting it finish tells us whether there is anything to release. src/main.ts waits this long.
  */
 export const PUSH_GRACE_MS = 3_000;
 
@@ -155,7 +155,7 @@ export class LockPool {
         );
         if (decision.claiming) this.pendingClaim = { name: decision.name, commit: ref };
         this.throwIfCancelled();
-        const pushed = await this.pushWithGrace();
+        const pushed = decision.claiming ? await this.pushWithGrace() : await this.store.push();
         if (pushed === 'pushed') return { kind: 'done', outcome: { ref, name: decision.name } };
         this.pendingClaim = undefined;
         return { kind: 'conflict', name: decision.name };

@@ -71,8 +71,8 @@ export async function main(command: Command): Promise<void> {
     );
 
   // Once a signal arrived, this owns the exit, wherever the run was: waiting, pushing, writing
-  // the result or removing its temporary files. Concourse counts a stopped step as aborted even
-  // if its result was written, so a claim it made must be released then too.
+  // the result or removing its temporary files. The signal means Concourse is abandoning the
+  // step and will not use its result even if it was written, so a claim must be released then too.
   const stopRun = async (code: number) => {
     await Promise.race([work, sleep(SETTLE_MS)]);
     const budget = AbortSignal.timeout(ABORT_BUDGET_MS);
