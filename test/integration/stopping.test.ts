@@ -219,6 +219,26 @@ describe('a remote that accepts connections and never answers', () => {
     },
   );
 
+  it.each([
+    ['check', {}],
+    ['in', { version: { ref: 'a'.repeat(40) } }],
+  ] as const)('%s stopped by SIGTERM ends within 1 s too', async (script, extra) => {
+    silent = await startSilentServer();
+    const dest = await stepFolder('unused');
+    const run = await startStoppable(
+      script,
+      { source: source(`git://127.0.0.1:${silent.port}/locks.git`), ...extra },
+      [dest],
+    );
+    runs.push(run);
+    await waitForProcess(run, /^git /);
+    const stopped = await stop(run, 'SIGTERM');
+    expect(stopped.code).toBe(143);
+    expect(stopped.stdout).toBe('');
+    expect(stopped.eofAfterSignal).toBeLessThan(1000);
+    expect(await run.leftovers()).toEqual([]);
+  });
+
   it('without a signal, source.git_timeout ends the step with an error naming what timed out', async () => {
     silent = await startSilentServer();
     const run = await start(
