@@ -198,13 +198,15 @@ describe('SIGKILL', () => {
 });
 
 describe('a remote that accepts connections and never answers', () => {
-  it.each(['git', 'http'])(
+  it.each(['git', 'http', 'ssh'])(
     'over %s://, SIGTERM ends the step within 1 s and stops git and its helpers',
     async (scheme) => {
       silent = await startSilentServer();
       const run = await start(
         {
-          source: source(`${scheme}://127.0.0.1:${silent.port}/locks.git`),
+          source: source(
+            `${scheme}://${scheme === 'ssh' ? 'git@' : ''}127.0.0.1:${silent.port}/locks.git`,
+          ),
           params: { acquire: true },
         },
         await stepFolder('unused'),
