@@ -22,7 +22,8 @@ export interface LockStore {
   apply(change: Change): Promise<void>;
   hasStagedChanges(): Promise<boolean>;
   commit(message: string): Promise<string>;
-  push(): Promise<PushOutcome>;
+  /** `signal` replaces the store's own cancellation for this push (see PUSH_GRACE_MS). */
+  push(signal?: AbortSignal): Promise<PushOutcome>;
   /** The newest commit that touched this lock's file (answer of an update that changed nothing). */
   lastCommitOf(state: LockState, name: string): Promise<string>;
   /** Whether the synced tip still carries this claim (its commit, and no later change to the lock). */
@@ -70,6 +71,13 @@ export const TRANSIENT_RETRIES = 4;
 const BACKOFF_MS = [500, 1000, 2000, 4000];
 /** Jitter after a lost race, so racing writers don't collide again in lockstep. */
 const CONFLICT_JITTER_MS = 200;
+/**
+ * How long a claim's push already under way may go on after cancellation. A server that has the
+ * pack moves the branch even if the client hangs up (git daemon with a slow pre-receive hook
+ * does), so killing the push could land a claim after the compensating release looked for it.
+ * Letting it finish tells us whether there is anything to release. src/main.ts waits this long.
+ */
+export const PUSH_GRACE_MS = 3_000;
 
 export class LockPool {
   /**
@@ -150,7 +158,7 @@ export class LockPool {
         );
         if (decision.claiming) this.pendingClaim = { name: decision.name, commit: ref };
         this.throwIfCancelled();
-        const pushed = await this.store.push();
+        const pushed = decision.claiming ? await this.pushWithGrace() : await this.store.push();
         if (pushed === 'pushed') return { kind: 'done', outcome: { ref, name: decision.name } };
         this.pendingClaim = undefined;
         return { kind: 'conflict', name: decision.name };
@@ -187,6 +195,22 @@ export class LockPool {
       }
       const remote = await this.store.remoteTip();
       if (remote !== tip) return;
+    }
+  }
+
+  /** Pushes on a signal that fires PUSH_GRACE_MS after the run's (see there why). */
+  private async pushWithGrace(): Promise<PushOutcome> {
+    const grace = new AbortController();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const startGrace = () => {
+      timer = setTimeout(() => grace.abort(this.signal.reason), PUSH_GRACE_MS);
+    };
+    this.signal.addEventListener('abort', startGrace, { once: true });
+    try {
+      return await this.store.push(grace.signal);
+    } finally {
+      this.signal.removeEventListener('abort', startGrace);
+      clearTimeout(timer);
     }
   }
 

@@ -42,8 +42,8 @@ export class LockRepository {
     return copy;
   }
 
-  private run(args: readonly string[]): Promise<string> {
-    return this.git.run(args, { cwd: this.options.workdir });
+  private run(args: readonly string[], signal?: AbortSignal): Promise<string> {
+    return this.git.run(args, { cwd: this.options.workdir, signal });
   }
 
   /** The branch tip on the remote without fetching anything (cheap: one ls-remote). */
@@ -169,10 +169,10 @@ export class LockRepository {
     return (await this.run(['rev-parse', 'HEAD'])).trim();
   }
 
-  async push(): Promise<PushOutcome> {
+  async push(signal?: AbortSignal): Promise<PushOutcome> {
     let out: string;
     try {
-      out = await this.run(['push', '--porcelain', 'origin', `HEAD:${this.branchRef}`]);
+      out = await this.run(['push', '--porcelain', 'origin', `HEAD:${this.branchRef}`], signal);
     } catch (error) {
       // Without a verdict for our ref the push may or may not have landed: a transient failure.
       if (error instanceof GitCommandError) {

@@ -4,16 +4,21 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { CommandContext } from './context.js';
 import { CancelledError, ConfigurationError, describeError } from './errors.js';
-import type { Clock } from './lock-pool.js';
+import { descendantsOf, signalProcesses } from './git/child-processes.js';
+import { PUSH_GRACE_MS, type Clock } from './lock-pool.js';
 import { Logger } from './logger.js';
 
 const SIGNAL_NUMBERS = { SIGHUP: 1, SIGINT: 2, SIGTERM: 15 } as const;
 type StopSignal = keyof typeof SIGNAL_NUMBERS;
 
-/** How long a cancelled command may take to wind down (its git children get killed) before cleanup. */
-const SETTLE_MS = 500;
-/** Budget for the compensating release, well inside Concourse's 10 s before SIGKILL. */
-const ABORT_BUDGET_MS = 6_000;
+/**
+ * How long a cancelled command may take to wind down before cleanup. Git and its helpers get
+ * SIGTERM at once and SIGKILL 300 ms later (src/git/git.ts), so it normally settles within
+ * tens of milliseconds; only a claim's push already under way may take up to PUSH_GRACE_MS.
+ */
+const SETTLE_MS = PUSH_GRACE_MS + 500;
+/** Budget for the compensating release; with SETTLE_MS still inside the hard exit below. */
+const ABORT_BUDGET_MS = 5_000;
 /** Whatever happens, exit before the SIGKILL that follows SIGTERM by 10 s. */
 const HARD_EXIT_MS = 9_000;
 
@@ -45,24 +50,16 @@ export async function main(command: Command, options: MainOptions = {}): Promise
   const log = new Logger((text) => process.stderr.write(text));
   const abortTasks: ((signal: AbortSignal) => Promise<void>)[] = [];
   const exitTasks: (() => Promise<void>)[] = [];
-  let stoppedBy: { signal: StopSignal; code: number } | undefined;
-  let markStopped: () => void = () => {};
-  const stopped = new Promise<void>((resolve) => (markStopped = resolve));
-
-  const onSignal = (signal: StopSignal) => {
-    const code = 128 + SIGNAL_NUMBERS[signal];
-    if (stoppedBy) {
-      log.info(`received ${signal} again: exiting now`);
-      process.exit(code);
-    }
-    stoppedBy = { signal, code };
-    process.exitCode = code;
-    log.info(`received ${signal}: stopping`);
-    controller.abort(new Error(`stopped by ${signal}`));
-    setTimeout(() => process.exit(code), HARD_EXIT_MS).unref();
-    markStopped();
+  const runExitTasks = async () => {
+    for (const task of exitTasks) await task().catch(() => undefined);
   };
-  for (const signal of Object.keys(SIGNAL_NUMBERS) as StopSignal[]) process.on(signal, onSignal);
+  let stoppedBy: { signal: StopSignal; code: number } | undefined;
+  // Whatever git runs at that moment (a push given time to finish, the compensating release)
+  // gets SIGTERM rather than being orphaned.
+  const exitNow = (code: number): never => {
+    signalProcesses(descendantsOf(process.pid), 'SIGTERM');
+    process.exit(code);
+  };
 
   const ctx: CommandContext = {
     stdin: '',
@@ -75,36 +72,58 @@ export async function main(command: Command, options: MainOptions = {}): Promise
     onAbort: (task) => abortTasks.push(task),
     onExit: (task) => exitTasks.push(task),
   };
-
   const work = (takesStdin ? readStdin(controller.signal) : Promise.resolve(''))
     .then((stdin) => command({ ...ctx, stdin }))
     .then(
       (result) => ({ ok: true as const, result }),
       (error: unknown) => ({ ok: false as const, error }),
     );
-  const settled = await Promise.race([work, stopped.then(() => undefined)]);
-  if (settled && !stoppedBy) {
-    if (settled.ok) {
-      const text = render(settled.result);
-      if (text !== '') await writeStdout(text);
-    } else {
-      reportFailure(log, settled.error);
-      process.exitCode = 1;
-    }
-  }
-  if (stoppedBy) {
+
+  // Once a signal arrived, this owns the exit, wherever the run was: waiting, pushing, writing
+  // the result or removing its temporary files. The signal means Concourse is abandoning the
+  // step and will not use its result even if it was written, so a claim must be released then too.
+  const stopRun = async (code: number) => {
     await Promise.race([work, sleep(SETTLE_MS)]);
     const budget = AbortSignal.timeout(ABORT_BUDGET_MS);
     for (const task of abortTasks)
       await task(budget).catch((error: unknown) =>
         log.error(`error while stopping: ${describeError(error)}`),
       );
-  }
-  for (const task of exitTasks) await task().catch(() => undefined);
-  if (stoppedBy) {
-    const { code } = stoppedBy;
+    await runExitTasks();
     process.stderr.write('', () => process.exit(code));
+  };
+  const onSignal = (signal: StopSignal) => {
+    const code = 128 + SIGNAL_NUMBERS[signal];
+    if (stoppedBy) {
+      log.info(`received ${signal} again: exiting now`);
+      exitNow(code);
+    }
+    stoppedBy = { signal, code };
+    process.exitCode = code;
+    log.info(`received ${signal}: stopping`);
+    controller.abort(new Error(`stopped by ${signal}`));
+    setTimeout(() => exitNow(code), HARD_EXIT_MS).unref();
+    void stopRun(code);
+  };
+  for (const signal of Object.keys(SIGNAL_NUMBERS) as StopSignal[]) process.on(signal, onSignal);
+
+  const settled = await work;
+  if (stoppedBy) return;
+  if (settled.ok) {
+    const text = render(settled.result);
+    if (text !== '') await writeStdout(text);
+  } else {
+    reportFailure(log, settled.error);
   }
+  if (stoppedBy) return;
+  await runExitTasks();
+  const code = settled.ok ? 0 : 1;
+  // Exit in the same turn as this last check: a signal from here on can no longer run our
+  // handler, so the run's outcome cannot change after it was decided (and Node's own
+  // teardown, during which SIGTERM would kill us outright, is skipped).
+  process.stderr.write('', () => {
+    if (!stoppedBy) process.exit(code);
+  });
 }
 
 function reportFailure(log: Logger, error: unknown): void {

@@ -6,7 +6,10 @@ import type { CommandContext } from '../context.js';
 import { ConfigurationError, OperationError, describeError } from '../errors.js';
 import { LockPool, releaseAbandonedClaim } from '../lock-pool.js';
 import { lockNameProblem, printable } from '../lock-name.js';
+import { displayUri } from '../logger.js';
 import type { ResolvedOperation } from '../lock-operation.js';
+import { createGitEnvironment, type GitEnvironment } from '../git/environment.js';
+import { Git } from '../git/git.js';
 import { LockRepository } from '../lock-repository.js';
 import { holderLookup } from '../lock-holders.js';
 import { ProgressReporter } from '../progress.js';
@@ -26,10 +29,9 @@ export async function runOut(ctx: CommandContext) {
   const { source } = request;
 
   const { git, environment } = await openSession(source, ctx);
+  const location = { uri: source.uri, branch: source.branch, pool: source.pool };
   const repository = new LockRepository(git, {
-    uri: source.uri,
-    branch: source.branch,
-    pool: source.pool,
+    ...location,
     workdir: join(environment.home, 'repository'),
   });
   const build = buildInfoFromEnv(ctx.env);
@@ -62,9 +64,17 @@ export async function runOut(ctx: CommandContext) {
     ctx.log.info(
       `stopped after claiming "${claim.name}" may have reached the remote: checking, to release it`,
     );
+    // A working copy of its own: the run's may be half-way through a killed git command, or
+    // already removed when the signal came after the result was written.
+    let releaseEnvironment: GitEnvironment | undefined;
     try {
+      releaseEnvironment = await createGitEnvironment(source, ctx.env);
+      const releaseRepository = new LockRepository(
+        new Git(releaseEnvironment, signal, source.gitTimeoutMs),
+        { ...location, workdir: join(releaseEnvironment.home, 'repository') },
+      );
       const result = await releaseAbandonedClaim(
-        repository.withGit(git.withSignal(signal)),
+        releaseRepository,
         claim,
         `${commitMessage(`unclaiming: ${claim.name}`, build)}\nReleased because the put that claimed it was aborted.\n`,
         signal,
@@ -76,8 +86,10 @@ export async function runOut(ctx: CommandContext) {
       );
     } catch (error) {
       ctx.log.error(
-        `error releasing abandoned lock: "${claim.name}" in pool "${source.pool}" may still be claimed by commit ${claim.commit}; release it by hand (${describeError(error)})`,
+        `error releasing abandoned lock: "${claim.name}" in pool "${source.pool}" may still be claimed by commit ${claim.commit} on ${repository.branchRef} of ${displayUri(source.uri)}; release it by hand (${describeError(error)})`,
       );
+    } finally {
+      await releaseEnvironment?.dispose();
     }
   });
 

@@ -1,5 +1,6 @@
 // Runs one git command through simple-git with the request's environment, the run's cancellation
 // signal and a per-command time limit. Every git invocation of the resource goes through here.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { GitPluginError, simpleGit, type SimpleGitOptions } from 'simple-git';
 import {
   AccessError,
@@ -9,7 +10,11 @@ import {
   GitTimeoutError,
 } from '../errors.js';
 import { accessFailure } from './access-failure.js';
+import { processesWithHome, signalProcessesWithHome } from './child-processes.js';
 import type { GitEnvironment } from './environment.js';
+
+/** How long git and its helpers get to clean up their lock files after SIGTERM before SIGKILL. */
+const KILL_GRACE_MS = 300;
 
 export interface GitRunOptions {
   /** Working directory; defaults to the environment's private folder. */
@@ -56,11 +61,16 @@ export class Git {
         return failure;
       },
     };
+    // Registered before simple-git's own listener. SIGTERM, not SIGKILL: git removes its lock
+    // files on SIGTERM (a local receive-pack would otherwise leave the remote's ref locked).
+    const stopProcesses = () => signalProcessesWithHome(this.environment.home, 'SIGTERM');
+    signal.addEventListener('abort', stopProcesses, { once: true });
     try {
       return await simpleGit(gitOptions)
         .env(this.environment.env)
         .raw([...args]);
     } catch (error) {
+      if (signal.aborted) await this.reapProcesses();
       if (parent.aborted) throw new CancelledError(parent.reason);
       if (timeout.aborted) throw new GitTimeoutError(args, this.timeoutMs);
       if (failure) {
@@ -78,6 +88,21 @@ export class Git {
         throw new ConfigurationError([`invalid payload (git_config: ${error.message})`]);
       }
       throw error;
+    } finally {
+      signal.removeEventListener('abort', stopProcesses);
     }
+  }
+
+  /**
+   * After a cancelled or timed-out command: waits briefly for what got SIGTERM to exit, then
+   * SIGKILLs what is left, so no process of ours outlives the command or the run.
+   */
+  private async reapProcesses(): Promise<void> {
+    const { home } = this.environment;
+    for (let waited = 0; waited < KILL_GRACE_MS; waited += 20) {
+      if (processesWithHome(home).length === 0) return;
+      await sleep(20);
+    }
+    signalProcessesWithHome(home, 'SIGKILL');
   }
 }

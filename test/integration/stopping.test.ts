@@ -1,0 +1,365 @@
+// SPEC §7: Concourse stops a step with a signal to the started process only (SIGKILL 10 s later)
+// and waits for EOF on stdout and stderr. The step must end within a second, leave no process
+// behind, and never leave a lock claimed that nobody will release.
+import { chmod, rename, rm, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
+import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
+import {
+  sleep,
+  startSilentServer,
+  startStoppable,
+  stepFolder,
+  stop,
+  type SilentServer,
+  type StoppableRun,
+} from '../helpers/stopping.js';
+
+let repo: LockRepo | undefined;
+let daemon: GitDaemon | undefined;
+let silent: SilentServer | undefined;
+const runs: StoppableRun[] = [];
+afterEach(async () => {
+  for (const run of runs.splice(0)) {
+    run.child.kill('SIGKILL');
+    await run.cleanup();
+  }
+  await daemon?.stop();
+  await silent?.close();
+  await repo?.cleanup();
+  repo = daemon = silent = undefined;
+});
+
+function source(uri: string, extra: Record<string, unknown> = {}) {
+  return { uri, branch: 'master', pool: 'pool', retry_delay: '100ms', ...extra };
+}
+
+async function start(request: unknown, src: string): Promise<StoppableRun> {
+  const run = await startStoppable('out', request, [src]);
+  runs.push(run);
+  return run;
+}
+
+/** Moves a lock between claimed/ and unclaimed/ from another clone. */
+async function move(lockRepo: LockRepo, name: string, from: string, to: string): Promise<void> {
+  await lockRepo.commit(`moving ${name}`, (work) =>
+    rename(join(work, 'pool', from, name), join(work, 'pool', to, name)),
+  );
+}
+
+describe('a waiting acquire stopped by SIGTERM', () => {
+  it('exits 143 with both pipes at EOF within 1 s, leaves no process and commits nothing', async () => {
+    repo = await createLockRepo({ pool: { claimed: ['lock-a'] } });
+    const src = await stepFolder('unused');
+    // Different instants within the 100 ms poll, so some land while git ls-remote runs.
+    for (const delay of [0, 35, 70]) {
+      const tip = await repo.tip();
+      const run = await start({ source: source(repo.bare), params: { acquire: true } }, src);
+      await run.waitForStderr(/waiting for lock/);
+      await sleep(delay);
+      const stopped = await stop(run, 'SIGTERM');
+      expect(stopped.code).toBe(143);
+      expect(stopped.stdout).toBe('');
+      expect(stopped.exitAfterSignal).toBeLessThan(1000);
+      expect(stopped.eofAfterSignal).toBeLessThan(1000);
+      expect(stopped.stderr).toContain('received SIGTERM: stopping');
+      expect(await run.leftovers()).toEqual([]);
+      expect(await repo.tip()).toBe(tip);
+    }
+  });
+
+  it('does not take the lock once it is freed afterwards', async () => {
+    repo = await createLockRepo({ pool: { claimed: ['lock-a'] } });
+    const run = await start(
+      { source: source(repo.bare), params: { acquire: true } },
+      await stepFolder('unused'),
+    );
+    await run.waitForStderr(/waiting for lock/);
+    expect((await stop(run, 'SIGTERM')).code).toBe(143);
+    await move(repo, 'lock-a', 'claimed', 'unclaimed');
+    await sleep(5000);
+    expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
+    expect((await repo.subjects())[0]).toBe('moving lock-a');
+    expect(await run.leftovers()).toEqual([]);
+  });
+});
+
+describe('every stop signal and every waiting operation', () => {
+  it.each([
+    ['SIGINT', 130],
+    ['SIGHUP', 129],
+  ] as const)('a waiting acquire stopped by %s exits %d', async (signal, code) => {
+    repo = await createLockRepo({ pool: { claimed: ['lock-a'] } });
+    const run = await start(
+      { source: source(repo.bare), params: { acquire: true } },
+      await stepFolder('unused'),
+    );
+    await run.waitForStderr(/waiting for lock/);
+    const stopped = await stop(run, signal);
+    expect(stopped.code).toBe(code);
+    expect(stopped.stdout).toBe('');
+    expect(stopped.eofAfterSignal).toBeLessThan(1000);
+    expect(stopped.stderr).toContain(`received ${signal}: stopping`);
+    expect(await run.leftovers()).toEqual([]);
+  });
+
+  it.each([
+    ['claim', 'lock-a', { claim: 'lock-a' }],
+    ['update', 'lock-a', { update: 'step' }],
+    ['check', 'lock-a', { check: 'step' }],
+    ['check_unclaimed', 'lock-b', { check_unclaimed: 'step' }],
+  ] as const)('a waiting %s stopped by SIGTERM exits 143', async (_operation, name, params) => {
+    repo = await createLockRepo({ pool: { claimed: ['lock-a'], unclaimed: ['lock-b'] } });
+    const tip = await repo.tip();
+    const run = await start(
+      { source: source(repo.bare), params },
+      await stepFolder(name, '{"new":"metadata"}\n'),
+    );
+    await run.waitForStderr(/waiting for lock/);
+    const stopped = await stop(run, 'SIGTERM');
+    expect(stopped.code).toBe(143);
+    expect(stopped.stdout).toBe('');
+    expect(stopped.eofAfterSignal).toBeLessThan(1000);
+    expect(await run.leftovers()).toEqual([]);
+    expect(await repo.tip()).toBe(tip);
+  });
+
+  it('a second signal exits at once, during the compensating release', async () => {
+    repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
+    daemon = await startGitDaemon(repo.root);
+    const marker = await holdPushAfterUpdate(repo, 1);
+    const run = await start(
+      { source: source(daemon.url(repo.bare)), params: { acquire: true } },
+      await stepFolder('unused'),
+    );
+    await waitForFile(marker);
+    // The compensating release needs the remote: put one there that never answers.
+    const { port } = daemon;
+    await daemon.stop();
+    daemon = undefined;
+    silent = await startSilentServer(port);
+    run.child.kill('SIGTERM');
+    await run.waitForStderr(/checking, to release it/);
+    const stopped = await stop(run, 'SIGTERM');
+    expect(stopped.code).toBe(143);
+    expect(stopped.eofAfterSignal).toBeLessThan(1000);
+    expect(stopped.stderr).toContain('received SIGTERM again: exiting now');
+    await sleep(200);
+    expect(await run.leftovers()).toEqual([]);
+  });
+  it('a second signal stops a push given time to finish, and exits at once', async () => {
+    repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
+    daemon = await startGitDaemon(repo.root);
+    const marker = await holdPush(repo, 'pre-receive', 5);
+    const run = await start(
+      { source: source(daemon.url(repo.bare)), params: { acquire: true } },
+      await stepFolder('unused'),
+    );
+    await waitForFile(marker);
+    run.child.kill('SIGTERM');
+    await sleep(300);
+    const stopped = await stop(run, 'SIGTERM');
+    expect(stopped.code).toBe(143);
+    expect(stopped.eofAfterSignal).toBeLessThan(1000);
+    expect(await run.leftovers()).toEqual([]);
+  });
+});
+
+describe('SIGKILL', () => {
+  it('closes both pipes within 1 s even while git hangs on a silent remote', async () => {
+    silent = await startSilentServer();
+    const run = await start(
+      { source: source(`git://127.0.0.1:${silent.port}/locks.git`), params: { acquire: true } },
+      await stepFolder('unused'),
+    );
+    await waitForProcess(run, /git.* fetch/);
+    const killed = await stop(run, 'SIGKILL');
+    expect(killed.signal).toBe('SIGKILL');
+    expect(killed.eofAfterSignal).toBeLessThan(1000);
+    // Nothing can stop them once we are SIGKILLed: git is orphaned, hanging. Clean up after us.
+    for (const { pid } of await run.leftovers()) process.kill(pid, 'SIGKILL');
+  });
+
+  it('still lets both pipes reach EOF within 1 s, since no child holds them', async () => {
+    repo = await createLockRepo({ pool: { claimed: ['lock-a'] } });
+    const run = await start(
+      { source: source(repo.bare), params: { acquire: true } },
+      await stepFolder('unused'),
+    );
+    await run.waitForStderr(/waiting for lock/);
+    await sleep(50);
+    const killed = await stop(run, 'SIGKILL');
+    expect(killed.signal).toBe('SIGKILL');
+    expect(killed.stdout).toBe('');
+    expect(killed.eofAfterSignal).toBeLessThan(1000);
+  });
+});
+
+describe('a remote that accepts connections and never answers', () => {
+  it.each(['git', 'http', 'ssh'])(
+    'over %s://, SIGTERM ends the step within 1 s and stops git and its helpers',
+    async (scheme) => {
+      silent = await startSilentServer();
+      const run = await start(
+        {
+          source: source(
+            `${scheme}://${scheme === 'ssh' ? 'git@' : ''}127.0.0.1:${silent.port}/locks.git`,
+          ),
+          params: { acquire: true },
+        },
+        await stepFolder('unused'),
+      );
+      await waitForProcess(run, /git.* fetch/);
+      const stopped = await stop(run, 'SIGTERM');
+      expect(stopped.code).toBe(143);
+      expect(stopped.stdout).toBe('');
+      expect(stopped.exitAfterSignal).toBeLessThan(1000);
+      expect(stopped.eofAfterSignal).toBeLessThan(1000);
+      expect(await run.leftovers()).toEqual([]);
+    },
+  );
+
+  it.each([
+    ['check', {}],
+    ['in', { version: { ref: 'a'.repeat(40) } }],
+  ] as const)('%s stopped by SIGTERM ends within 1 s too', async (script, extra) => {
+    silent = await startSilentServer();
+    const dest = await stepFolder('unused');
+    const run = await startStoppable(
+      script,
+      { source: source(`git://127.0.0.1:${silent.port}/locks.git`), ...extra },
+      [dest],
+    );
+    runs.push(run);
+    await waitForProcess(run, /^git /);
+    const stopped = await stop(run, 'SIGTERM');
+    expect(stopped.code).toBe(143);
+    expect(stopped.stdout).toBe('');
+    expect(stopped.eofAfterSignal).toBeLessThan(1000);
+    expect(await run.leftovers()).toEqual([]);
+  });
+
+  it('without a signal, source.git_timeout ends the step with an error naming what timed out', async () => {
+    silent = await startSilentServer();
+    const run = await start(
+      {
+        source: source(`git://127.0.0.1:${silent.port}/locks.git`, { git_timeout: '500ms' }),
+        params: { acquire: true },
+      },
+      await stepFolder('unused'),
+    );
+    const result = await run.done;
+    expect(result.code).toBe(1);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toMatch(
+      /^error: .*git fetch timed out after 500ms \(source\.git_timeout\)$/m,
+    );
+    expect(await run.leftovers()).toEqual([]);
+  });
+});
+
+describe('a signal after the claim reached the remote', () => {
+  it('pushes the matching release before exiting', async () => {
+    repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
+    daemon = await startGitDaemon(repo.root);
+    const marker = await holdPushAfterUpdate(repo, 1);
+    const run = await start(
+      { source: source(daemon.url(repo.bare)), params: { acquire: true } },
+      await stepFolder('unused'),
+    );
+    // The claim is on the remote; our push has not returned yet.
+    await waitForFile(marker);
+    expect(await repo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
+    const stopped = await stop(run, 'SIGTERM');
+    expect(stopped.code).toBe(143);
+    expect(stopped.stdout).toBe('');
+    expect(stopped.exitAfterSignal).toBeLessThan(3000);
+    expect(stopped.stderr).toContain('released "lock-a"');
+    expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
+    expect((await repo.subjects()).slice(0, 2)).toEqual(['unclaiming: lock-a', 'claiming: lock-a']);
+    expect(await git(repo.bare, 'log', '-1', '--format=%b', 'master')).toContain(
+      'Released because the put that claimed it was aborted.',
+    );
+    expect(await run.leftovers()).toEqual([]);
+  });
+
+  it('lets a push the server is still processing finish, then releases what it claimed', async () => {
+    repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
+    daemon = await startGitDaemon(repo.root);
+    // The server takes its time before moving the branch, as busy hosted servers do; a client
+    // that hangs up meanwhile does not stop it.
+    const marker = await holdPush(repo, 'pre-receive', 1);
+    const run = await start(
+      { source: source(daemon.url(repo.bare)), params: { acquire: true } },
+      await stepFolder('unused'),
+    );
+    await waitForFile(marker);
+    const stopped = await stop(run, 'SIGTERM');
+    expect(stopped.code).toBe(143);
+    expect(stopped.stdout).toBe('');
+    expect(stopped.exitAfterSignal).toBeLessThan(4000);
+    await sleep(1500);
+    expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
+    expect((await repo.subjects()).slice(0, 2)).toEqual(['unclaiming: lock-a', 'claiming: lock-a']);
+    expect(await run.leftovers()).toEqual([]);
+  });
+
+  it('says which lock and ref are left claimed when the remote is down', async () => {
+    repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
+    daemon = await startGitDaemon(repo.root);
+    // Longer than the grace a push under way gets after the signal: it is cut off, unanswered.
+    const marker = await holdPushAfterUpdate(repo, 6);
+    const run = await start(
+      { source: source(daemon.url(repo.bare)), params: { acquire: true } },
+      await stepFolder('unused'),
+    );
+    await waitForFile(marker);
+    const claim = await repo.tip();
+    await daemon.stop();
+    daemon = undefined;
+    const stopped = await stop(run, 'SIGTERM');
+    expect(stopped.code).toBe(143);
+    expect(stopped.exitAfterSignal).toBeLessThan(6000);
+    expect(stopped.stderr).toContain(
+      `error releasing abandoned lock: "lock-a" in pool "pool" may still be claimed by commit ${claim} on refs/heads/master of git://127.0.0.1:`,
+    );
+    expect(await repo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
+    expect(await run.leftovers()).toEqual([]);
+  });
+});
+
+/**
+ * A post-receive hook (it runs after the branch moved, before the pusher hears back) that holds
+ * the first push for `seconds` and creates the returned file when it starts to.
+ */
+function holdPushAfterUpdate(lockRepo: LockRepo, seconds: number): Promise<string> {
+  return holdPush(lockRepo, 'post-receive', seconds);
+}
+
+/** A server hook holding the first push for `seconds`; the returned file appears when it starts. */
+async function holdPush(lockRepo: LockRepo, name: string, seconds: number): Promise<string> {
+  const marker = join(lockRepo.root, 'push-held');
+  const hook = join(lockRepo.bare, 'hooks', name);
+  await rm(marker, { force: true });
+  await writeFile(
+    hook,
+    `#!/bin/sh\nif [ ! -e '${marker}' ]; then : > '${marker}'; sleep ${seconds}; fi\n`,
+  );
+  await chmod(hook, 0o755);
+  return marker;
+}
+
+async function waitForFile(path: string, timeoutMs = 20_000): Promise<void> {
+  for (const started = Date.now(); !existsSync(path); await sleep(10)) {
+    if (Date.now() - started > timeoutMs) throw new Error(`${path} never appeared`);
+  }
+}
+
+async function waitForProcess(run: StoppableRun, command: RegExp): Promise<void> {
+  for (const started = Date.now(); ; await sleep(20)) {
+    if ((await run.leftovers()).some((process) => command.test(process.command))) return;
+    if (Date.now() - started > 20_000) throw new Error(`no process ran ${command}`);
+  }
+}
