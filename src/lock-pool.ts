@@ -4,6 +4,7 @@ import {
   CancelledError,
   ConfigurationError,
   GaveUpError,
+  GitTimeoutError,
   OperationError,
   WaitTimeoutError,
   formatMs,
@@ -68,6 +69,8 @@ export interface Outcome {
 
 /** How often a transient failure (network, server) is retried before giving up. */
 export const TRANSIENT_RETRIES = 4;
+/** How often a command that timed out is tried again. */
+export const TIMEOUT_RETRIES = 1;
 const BACKOFF_MS = [500, 1000, 2000, 4000];
 /** Jitter after a lost race, so racing writers don't collide again in lockstep. */
 const CONFLICT_JITTER_MS = 200;
@@ -97,6 +100,7 @@ export class LockPool {
   async run(operation: ResolvedOperation): Promise<Outcome> {
     const started = this.clock.now();
     let failures = 0;
+    let timeouts = 0;
     for (;;) {
       this.throwIfCancelled();
       try {
@@ -109,7 +113,10 @@ export class LockPool {
         }
       } catch (error) {
         if (!isTransient(error)) throw error;
-        if (failures >= TRANSIENT_RETRIES)
+        // A command that outlived git_timeout (default 5m) gets one more try, not four: five
+        // attempts at a silent server would hold the step for half an hour.
+        if (error instanceof GitTimeoutError) timeouts++;
+        if (failures >= TRANSIENT_RETRIES || timeouts > TIMEOUT_RETRIES)
           throw new GaveUpError(`gave up after ${failures + 1} attempts`, error);
         const delay = BACKOFF_MS[Math.min(failures, BACKOFF_MS.length - 1)]!;
         failures++;

@@ -34,14 +34,6 @@ export class LockRepository {
     return `refs/remotes/origin/${this.options.branch}`;
   }
 
-  /** The same working copy driven through another Git (the compensating release's own signal). */
-  withGit(git: Git): LockRepository {
-    const copy = new LockRepository(git, this.options);
-    copy.initialised = this.initialised;
-    copy.tip = this.tip;
-    return copy;
-  }
-
   private run(args: readonly string[], signal?: AbortSignal): Promise<string> {
     return this.git.run(args, { cwd: this.options.workdir, signal });
   }

@@ -3,13 +3,11 @@ import { readFile, realpath, stat } from 'node:fs/promises';
 import { isAbsolute, join, relative, resolve } from 'node:path';
 import { buildInfoFromEnv, commitMessage } from '../build-info.js';
 import type { CommandContext } from '../context.js';
-import { ConfigurationError, OperationError, describeError } from '../errors.js';
-import { LockPool, releaseAbandonedClaim } from '../lock-pool.js';
+import { ConfigurationError, OperationError } from '../errors.js';
+import { LockPool } from '../lock-pool.js';
+import { runReleasingAbandonedClaim } from '../abandoned-claim.js';
 import { lockNameProblem, printable } from '../lock-name.js';
-import { displayUri } from '../logger.js';
 import type { ResolvedOperation } from '../lock-operation.js';
-import { createGitEnvironment, type GitEnvironment } from '../git/environment.js';
-import { Git } from '../git/git.js';
 import { LockRepository } from '../lock-repository.js';
 import { holderLookup } from '../lock-holders.js';
 import { ProgressReporter } from '../progress.js';
@@ -58,43 +56,10 @@ export async function runOut(ctx: CommandContext) {
     ctx.signal,
   );
 
-  ctx.onAbort(async (signal) => {
-    const claim = pool.pendingClaim;
-    if (!claim) return;
-    ctx.log.info(
-      `stopped after claiming "${claim.name}" may have reached the remote: checking, to release it`,
-    );
-    // A working copy of its own: the run's may be half-way through a killed git command, or
-    // already removed when the signal came after the result was written.
-    let releaseEnvironment: GitEnvironment | undefined;
-    try {
-      releaseEnvironment = await createGitEnvironment(source, ctx.env);
-      const releaseRepository = new LockRepository(
-        new Git(releaseEnvironment, signal, source.gitTimeoutMs),
-        { ...location, workdir: join(releaseEnvironment.home, 'repository') },
-      );
-      const result = await releaseAbandonedClaim(
-        releaseRepository,
-        claim,
-        `${commitMessage(`unclaiming: ${claim.name}`, build)}\nReleased because the put that claimed it was aborted.\n`,
-        signal,
-      );
-      ctx.log.info(
-        result === 'released'
-          ? `released "${claim.name}": the aborted put no longer holds it`
-          : `"${claim.name}" was not claimed by this put on the remote: nothing to release`,
-      );
-    } catch (error) {
-      ctx.log.error(
-        `error releasing abandoned lock: "${claim.name}" in pool "${source.pool}" may still be claimed by commit ${claim.commit} on ${repository.branchRef} of ${displayUri(source.uri)}; release it by hand (${describeError(error)})`,
-      );
-    } finally {
-      await releaseEnvironment?.dispose();
-    }
-  });
+  const run = runReleasingAbandonedClaim(ctx, pool, source, build, 'the put');
 
   ctx.log.info(startLine(operation, source.pool));
-  const outcome = await pool.run(operation);
+  const outcome = await run(operation);
   ctx.log.info(doneLine(operation, outcome.name, outcome.ref));
   return lockResponse(outcome.ref, outcome.name, source.pool);
 }

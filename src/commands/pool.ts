@@ -6,12 +6,13 @@ import { join } from 'node:path';
 import { commitMessage, type BuildInfo } from '../build-info.js';
 import type { CommandContext } from '../context.js';
 import { parseGoDuration } from '../duration.js';
-import { ConfigurationError, WaitTimeoutError, describeError } from '../errors.js';
+import { ConfigurationError, WaitTimeoutError } from '../errors.js';
 import type { Git } from '../git/git.js';
 import { LockHolders, holderLookup } from '../lock-holders.js';
 import { printable } from '../lock-name.js';
 import type { ResolvedOperation } from '../lock-operation.js';
-import { LockPool, releaseAbandonedClaim } from '../lock-pool.js';
+import { LockPool } from '../lock-pool.js';
+import { runReleasingAbandonedClaim } from '../abandoned-claim.js';
 import { LockRepository } from '../lock-repository.js';
 import { ProgressReporter } from '../progress.js';
 import type { Source } from '../request.js';
@@ -185,31 +186,10 @@ async function change(
   );
 
   // Ctrl-C after a claim may have reached the remote: give the lock back, as `out` does.
-  ctx.onAbort(async (signal) => {
-    const claim = pool.pendingClaim;
-    if (!claim) return;
-    ctx.log.info(`stopped after claiming "${claim.name}": checking the remote, to release it`);
-    try {
-      const result = await releaseAbandonedClaim(
-        repository.withGit(git.withSignal(signal)),
-        claim,
-        `${commitMessage(`unclaiming: ${claim.name}`, build)}\nReleased because the claim was interrupted.\n`,
-        signal,
-      );
-      ctx.log.info(
-        result === 'released'
-          ? `released "${claim.name}" again`
-          : `"${claim.name}" was not claimed by this command: nothing to release`,
-      );
-    } catch (error) {
-      ctx.log.error(
-        `error releasing "${claim.name}" in pool "${source.pool}": it may still be claimed by commit ${claim.commit}; release it by hand (${describeError(error)})`,
-      );
-    }
-  });
+  const run = runReleasingAbandonedClaim(ctx, pool, source, build, 'the pool command');
 
   ctx.log.info(startLine(operation, source.pool));
-  const outcome = await pool.run(operation).catch((error: unknown) => {
+  const outcome = await run(operation).catch((error: unknown) => {
     // The policy speaks of the put's parameter; here the person typed a flag.
     if (error instanceof WaitTimeoutError)
       throw new WaitTimeoutError(

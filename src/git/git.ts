@@ -30,11 +30,6 @@ export class Git {
     private readonly timeoutMs: number,
   ) {}
 
-  /** A Git bound to another signal, same environment (used for the bounded compensating release). */
-  withSignal(signal: AbortSignal): Git {
-    return new Git(this.environment, signal, this.timeoutMs);
-  }
-
   async run(args: readonly string[], options: GitRunOptions = {}): Promise<string> {
     const parent = options.signal ?? this.signal;
     if (parent.aborted) throw new CancelledError(parent.reason);

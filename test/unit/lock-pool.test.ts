@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { CancelledError, GaveUpError, OperationError, describeError } from '../../src/errors.js';
+import {
+  CancelledError,
+  GaveUpError,
+  GitTimeoutError,
+  OperationError,
+  describeError,
+} from '../../src/errors.js';
 import type { PushOutcome } from '../../src/git/push-outcome.js';
 import {
   LockPool,
@@ -349,6 +355,18 @@ describe('LockPool', () => {
     expect(clock.sleeps).toEqual([500, 1000, 2000, 4000]);
     expect(reporter.transients.map((t) => t.attempt)).toEqual([1, 2, 3, 4]);
     expect(store.count('commit')).toBe(0);
+  });
+
+  it('gives a command that outlived git_timeout one more try only', async () => {
+    const store = new FakeStore([], ['lock-a']);
+    store.syncFailures = Array.from({ length: 10 }, () => new GitTimeoutError(['fetch'], 300_000));
+    const { pool, clock } = setup(store);
+    const error = await pool.run({ kind: 'acquire' }).catch((e: unknown) => e);
+    expect(describeError(error)).toBe(
+      'gave up after 2 attempts: git fetch timed out after 5m (source.git_timeout)',
+    );
+    expect(store.count('sync')).toBe(2);
+    expect(clock.sleeps).toEqual([500]);
   });
 
   it('carries on after a transient failure that goes away', async () => {

@@ -1,0 +1,77 @@
+// When a stopped run may have left its claim on the remote: release it from a working copy of its
+// own (the run's may be half-way through a killed git command, or already removed when the
+// signal came after the result was written), or say exactly what is left claimed.
+import { join } from 'node:path';
+import { commitMessage, type BuildInfo } from './build-info.js';
+import type { CommandContext } from './context.js';
+import { CancelledError, describeError } from './errors.js';
+import { createGitEnvironment, type GitEnvironment } from './git/environment.js';
+import { Git } from './git/git.js';
+import type { ResolvedOperation } from './lock-operation.js';
+import { releaseAbandonedClaim, type LockPool, type Outcome } from './lock-pool.js';
+import { LockRepository } from './lock-repository.js';
+import { displayUri } from './logger.js';
+import type { Source } from './request.js';
+
+/** Bound on the release after a failed run (no signal is pressing, but the remote may be down). */
+const FAILURE_RELEASE_MS = 20_000;
+
+/**
+ * Runs `operation` through `pool` so that a claim it may have pushed is never left behind: on
+ * the run's abort (a stop signal) and when the run fails after a push whose result is unknown,
+ * the claim is looked for on the remote and released.
+ */
+export function runReleasingAbandonedClaim(
+  ctx: CommandContext,
+  pool: LockPool,
+  source: Source,
+  build: BuildInfo,
+  /** Who claimed, for the release's message: "the put", "the pool command". */
+  claimer: string,
+): (operation: ResolvedOperation) => Promise<Outcome> {
+  const release = async (signal: AbortSignal, what: 'aborted' | 'failed') => {
+    const claim = pool.pendingClaim;
+    if (!claim) return;
+    pool.pendingClaim = undefined;
+    ctx.log.info(
+      `the claim of "${claim.name}" may have reached the remote: checking, to release it`,
+    );
+    let environment: GitEnvironment | undefined;
+    try {
+      environment = await createGitEnvironment(source, ctx.env);
+      const repository = new LockRepository(new Git(environment, signal, source.gitTimeoutMs), {
+        uri: source.uri,
+        branch: source.branch,
+        pool: source.pool,
+        workdir: join(environment.home, 'repository'),
+      });
+      const result = await releaseAbandonedClaim(
+        repository,
+        claim,
+        `${commitMessage(`unclaiming: ${claim.name}`, build)}\nReleased because ${claimer} that claimed it was ${what}.\n`,
+        signal,
+      );
+      ctx.log.info(
+        result === 'released'
+          ? `released "${claim.name}": this run no longer holds it`
+          : `"${claim.name}" was not claimed by this run on the remote: nothing to release`,
+      );
+    } catch (error) {
+      ctx.log.error(
+        `error releasing abandoned lock: "${claim.name}" in pool "${source.pool}" may still be claimed by commit ${claim.commit} on refs/heads/${source.branch} of ${displayUri(source.uri)}; release it by hand (${describeError(error)})`,
+      );
+    } finally {
+      await environment?.dispose();
+    }
+  };
+  ctx.onAbort((signal) => release(signal, 'aborted'));
+  return async (operation) => {
+    try {
+      return await pool.run(operation);
+    } catch (error) {
+      if (!(error instanceof CancelledError))
+        await release(AbortSignal.timeout(FAILURE_RELEASE_MS), 'failed');
+      throw error;
+    }
+  };
+}
