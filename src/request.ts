@@ -9,6 +9,8 @@ const DEFAULT_RETRY_DELAY_MS = 10_000;
 const DEFAULT_GIT_TIMEOUT_MS = 5 * 60_000;
 /** Anything longer is almost certainly a unit mistake ("10" meaning seconds, read as hours). */
 const MAX_DURATION_MS = 7 * 24 * 3600_000;
+/** No real duration is longer ("1h2m3s4ms5us6ns" is 15); longer text is not worth quoting back. */
+const MAX_DURATION_CHARS = 64;
 
 export interface HttpsTunnel {
   proxyHost: string;
@@ -99,6 +101,12 @@ function duration(field: string, { allowZero }: { allowZero: boolean }) {
           return z.NEVER;
         }
         ms = nanosToMs(value);
+      } else if (value.length > MAX_DURATION_CHARS) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `invalid payload (${field} must be a duration such as "10s")`,
+        });
+        return z.NEVER;
       } else {
         const parsed = parseGoDuration(value);
         if ('error' in parsed) {
@@ -150,8 +158,21 @@ function optionalBoolean(field: string) {
     .transform((value) => value ?? false);
 }
 
+const PORT_MESSAGE = 'invalid payload (https_tunnel.proxy_port must be a port number)';
+
 const SOURCE_SHAPE = {
-  uri: requiredString('uri'),
+  // The URI is never quoted back: it may carry credentials.
+  uri: requiredString('uri').superRefine((uri, ctx) => {
+    // git would read a leading "-" as an option (`git remote add origin -x`).
+    if (uri.startsWith('-'))
+      ctx.addIssue({ code: 'custom', message: 'invalid payload (uri must not start with "-")' });
+    // eslint-disable-next-line no-control-regex
+    else if (/[\u0000-\u001f\u007f]/.test(uri))
+      ctx.addIssue({
+        code: 'custom',
+        message: 'invalid payload (uri contains a control character)',
+      });
+  }),
   branch: requiredString('branch').refine((branch) => isSafeBranch(branch), {
     message: 'invalid payload (branch is not a valid branch name)',
   }),
@@ -189,18 +210,20 @@ const SOURCE_SHAPE = {
     .object(
       {
         proxy_host: requiredString('https_tunnel.proxy_host'),
-        proxy_port: z.union(
-          [
-            z.number().int().min(1).max(65535),
-            z
-              .string()
-              .regex(/^\d{1,5}$/)
-              .transform(Number),
-          ],
-          {
-            error: 'invalid payload (https_tunnel.proxy_port must be a port number)',
-          },
-        ),
+        proxy_port: z
+          .union(
+            [
+              z.number(),
+              z
+                .string()
+                .regex(/^\d{1,5}$/)
+                .transform(Number),
+            ],
+            {
+              error: PORT_MESSAGE,
+            },
+          )
+          .pipe(z.number().int(PORT_MESSAGE).min(1, PORT_MESSAGE).max(65535, PORT_MESSAGE)),
         proxy_user: optionalString('https_tunnel.proxy_user'),
         proxy_password: optionalString('https_tunnel.proxy_password'),
       },
@@ -249,7 +272,7 @@ const versionSchema = z.looseObject(
 );
 
 const checkSchema = z.looseObject({
-  source: z.unknown(),
+  source: z.unknown().optional(),
   version: z
     .looseObject(
       { ref: commitRef.nullish() },
@@ -259,7 +282,7 @@ const checkSchema = z.looseObject({
 });
 
 const inSchema = z.looseObject({
-  source: z.unknown(),
+  source: z.unknown().optional(),
   version: versionSchema.nullish(),
   params: z
     .looseObject(
@@ -298,7 +321,7 @@ const outParamsShape = {
 };
 
 const outSchema = z.looseObject({
-  source: z.unknown(),
+  source: z.unknown().optional(),
   params: z
     .looseObject(outParamsShape, { error: 'invalid payload (params must be an object)' })
     .nullish(),
@@ -333,18 +356,32 @@ function parseJson(text: string): unknown {
 }
 
 function issueLines(error: z.ZodError, prefix = ''): string[] {
-  return error.issues.map((issue) => {
-    if (issue.message.startsWith('invalid payload')) return issue.message;
+  // One line per field: zod also runs length checks on a value of the wrong type (an array
+  // `branch` gets "must be a string" and "missing branch"); the first says it.
+  const seen = new Set<string>();
+  return error.issues.flatMap((issue) => {
     const where = [prefix, ...issue.path.map(String)].filter(Boolean).join('.');
-    return `invalid payload (${where || 'request'}: ${issue.message})`;
+    if (seen.has(where)) return [];
+    seen.add(where);
+    if (issue.message.startsWith('invalid payload')) return [issue.message];
+    return [`invalid payload (${printable(where) || 'request'}: ${issue.message})`];
   });
 }
 
 function unknownKeys(value: unknown, known: readonly string[], where: string): string[] {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return [];
-  return Object.keys(value)
-    .filter((key) => !known.includes(key))
-    .map((key) => `warning: ignoring unknown ${where} field "${printable(key)}"`);
+  const unknown = Object.keys(value).filter((key) => !known.includes(key));
+  return capped(
+    unknown.map((key) => `warning: ignoring unknown ${where} field "${printable(key)}"`),
+    `warning: ignoring ${unknown.length - MAX_LINES} more unknown ${where} fields`,
+  );
+}
+
+/** A request of megabytes must not become megabytes of log: a screenful says what is wrong. */
+const MAX_LINES = 20;
+
+function capped(lines: string[], more: string): string[] {
+  return lines.length <= MAX_LINES ? lines : [...lines.slice(0, MAX_LINES), more];
 }
 
 function expectObject(value: unknown): void {
@@ -372,7 +409,12 @@ function parseSource(raw: unknown, problems: string[], warnings: string[]): Sour
 }
 
 function finish<T>(problems: string[], build: () => T, warnings: string[]): Parsed<T> {
-  if (problems.length > 0) throw new ConfigurationError([...new Set(problems)]);
+  if (problems.length > 0) {
+    const unique = [...new Set(problems)];
+    throw new ConfigurationError(
+      capped(unique, `invalid payload (and ${unique.length - MAX_LINES} more problems)`),
+    );
+  }
   return { request: build(), warnings };
 }
 
@@ -428,7 +470,7 @@ export function parseOutRequest(text: string): Parsed<OutRequest> {
     const chosen = OPERATION_KEYS.filter((key) =>
       key === 'acquire' ? params.acquire === true : params[key] !== undefined,
     );
-    if (chosen.length === 0) problems.push(MISSING_OPERATION);
+    if (chosen.length === 0) problems.push(MISSING_OPERATION, ...emptyOperations(raw));
     else if (chosen.length > 1) {
       problems.push(
         `invalid payload (params has more than one operation: ${chosen.join(', ')}; a put does exactly one)`,
@@ -449,6 +491,16 @@ export function parseOutRequest(text: string): Parsed<OutRequest> {
 }
 
 type OutParams = z.infer<z.ZodObject<typeof outParamsShape>>;
+
+/** `claim: ""` counts as absent (as in the reference), but the user should learn which one was empty. */
+function emptyOperations(raw: unknown): string[] {
+  const params = (raw as { params?: unknown }).params;
+  if (typeof params !== 'object' || params === null) return [];
+  return OPERATION_KEYS.filter((key) => (params as Record<string, unknown>)[key] === '').map(
+    (key) =>
+      `invalid payload (${key} is empty: it needs ${key === 'claim' ? 'a lock name' : 'a step folder'})`,
+  );
+}
 
 function toOperation(
   key: (typeof OPERATION_KEYS)[number],
