@@ -359,13 +359,22 @@ function issueLines(error: z.ZodError, prefix = ''): string[] {
   // One line per field: zod also runs length checks on a value of the wrong type (an array
   // `branch` gets "must be a string" and "missing branch"); the first says it.
   const seen = new Set<string>();
-  return error.issues.flatMap((issue) => {
+  const lines = new Set<string>();
+  for (const issue of error.issues) {
     const where = [prefix, ...issue.path.map(String)].filter(Boolean).join('.');
-    if (seen.has(where)) return [];
+    if (seen.has(where)) continue;
     seen.add(where);
-    if (issue.message.startsWith('invalid payload')) return [issue.message];
-    return [`invalid payload (${printable(where) || 'request'}: ${issue.message})`];
-  });
+    lines.add(
+      issue.message.startsWith('invalid payload')
+        ? issue.message
+        : `invalid payload (${printable(where) || 'request'}: ${issue.message})`,
+    );
+  }
+  // Capped here, not by the caller: spreading 200,000 lines into push() overflows the stack.
+  return capped(
+    [...lines],
+    `invalid payload (${lines.size - MAX_LINES} more problems in ${prefix || 'the request'})`,
+  );
 }
 
 function unknownKeys(value: unknown, known: readonly string[], where: string): string[] {
