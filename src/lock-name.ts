@@ -8,7 +8,7 @@ export function lockNameProblem(name: string): string | undefined {
   if (Buffer.byteLength(name, 'utf8') > MAX_NAME_BYTES)
     return `is longer than ${MAX_NAME_BYTES} bytes`;
   if (name === '.' || name === '..') return `"${name}" is not a name`;
-  // Separators first: "../x" is a path, and saying so is clearer than "a dotfile".
+  // Separators first: "../x" is a path, and calling it a dotfile would mislead.
   if (name.includes('/') || name.includes('\\'))
     return `"${printable(name)}" contains a path separator`;
   if (name.startsWith('.')) return `"${printable(name)}" is a dotfile`;

@@ -158,7 +158,7 @@ function optionalBoolean(field: string) {
     .transform((value) => value ?? false);
 }
 
-const PORT_MESSAGE = 'invalid payload (https_tunnel.proxy_port must be a port number)';
+const PROXY_PORT_PROBLEM = 'invalid payload (https_tunnel.proxy_port must be a port number)';
 
 const SOURCE_SHAPE = {
   // The URI is never quoted back: it may carry credentials.
@@ -210,20 +210,21 @@ const SOURCE_SHAPE = {
     .object(
       {
         proxy_host: requiredString('https_tunnel.proxy_host'),
-        proxy_port: z
-          .union(
-            [
-              z.number(),
-              z
-                .string()
-                .regex(/^\d{1,5}$/)
-                .transform(Number),
-            ],
-            {
-              error: PORT_MESSAGE,
-            },
-          )
-          .pipe(z.number().int(PORT_MESSAGE).min(1, PORT_MESSAGE).max(65535, PORT_MESSAGE)),
+        proxy_port: z.union(
+          [
+            z
+              .number()
+              .int(PROXY_PORT_PROBLEM)
+              .min(1, PROXY_PORT_PROBLEM)
+              .max(65535, PROXY_PORT_PROBLEM),
+            z
+              .string()
+              .regex(/^\d{1,5}$/, PROXY_PORT_PROBLEM)
+              .transform(Number)
+              .refine((port) => port >= 1 && port <= 65535, PROXY_PORT_PROBLEM),
+          ],
+          { error: PROXY_PORT_PROBLEM },
+        ),
         proxy_user: optionalString('https_tunnel.proxy_user'),
         proxy_password: optionalString('https_tunnel.proxy_password'),
       },
@@ -272,6 +273,7 @@ const versionSchema = z.looseObject(
 );
 
 const checkSchema = z.looseObject({
+  // zod 4 treats a bare z.unknown() key as required; a missing source is reported by parseSource.
   source: z.unknown().optional(),
   version: z
     .looseObject(

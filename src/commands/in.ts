@@ -6,9 +6,11 @@ import { BranchHistory } from '../branch-history.js';
 import { ConfigurationError, OperationError } from '../errors.js';
 import { lockPath } from '../pool-state.js';
 import { parseInRequest } from '../request.js';
+import { requestSecrets } from '../request-secrets.js';
 import { lockResponse, openSession, registerSecrets } from '../session.js';
 
 export async function runIn(ctx: CommandContext) {
+  for (const secret of requestSecrets(ctx.stdin)) ctx.log.addSecret(secret);
   const { request, warnings } = parseInRequest(ctx.stdin);
   registerSecrets(request.source, ctx);
   for (const warning of warnings) ctx.log.info(warning);

@@ -10,9 +10,11 @@ import type { ResolvedOperation } from '../lock-operation.js';
 import { LockRepository } from '../lock-repository.js';
 import { ProgressReporter } from '../progress.js';
 import { parseOutRequest, type OutOperation } from '../request.js';
+import { requestSecrets } from '../request-secrets.js';
 import { lockResponse, openSession, registerSecrets } from '../session.js';
 
 export async function runOut(ctx: CommandContext) {
+  for (const secret of requestSecrets(ctx.stdin)) ctx.log.addSecret(secret);
   const { request, warnings } = parseOutRequest(ctx.stdin);
   registerSecrets(request.source, ctx);
   for (const warning of warnings) ctx.log.info(warning);
