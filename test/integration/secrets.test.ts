@@ -157,18 +157,6 @@ describe('secrets never appear', () => {
         await step('lock-e'),
       ]),
     );
-    const acquired = ok(
-      await run('acquire', 'out', { source: remote, params: { acquire: true } }, [await tempDir()]),
-    );
-    ok(
-      await run(
-        'in after acquire',
-        'in',
-        { source: remote, version: acquired.version, params: { depth: 1 } },
-        [await tempDir()],
-      ),
-    );
-    ok(await run('check with version', 'check', { source: remote, version: acquired.version }));
     ok(
       await run('release', 'out', { source: local, params: { release: 'step' } }, [
         await step('lock-c'),
@@ -197,6 +185,19 @@ describe('secrets never appear', () => {
         await step('lock-e'),
       ]),
     );
+    // Last: acquire takes a random free lock, and update/check above wait while theirs is claimed.
+    const acquired = ok(
+      await run('acquire', 'out', { source: remote, params: { acquire: true } }, [await tempDir()]),
+    );
+    ok(
+      await run(
+        'in after acquire',
+        'in',
+        { source: remote, version: acquired.version, params: { depth: 1 } },
+        [await tempDir()],
+      ),
+    );
+    ok(await run('check with version', 'check', { source: remote, version: acquired.version }));
   });
 
   it('in any operation that fails', async () => {
@@ -239,8 +240,8 @@ describe('secrets never appear', () => {
       run('unknown version', 'in', { source: local, version: { ref: 'deadbeef' } }, [
         await tempDir(),
       ]),
-      run('release unclaimed', 'out', { source: local, params: { release: 'step' } }, [
-        await step('lock-b'),
+      run('release nonexistent', 'out', { source: local, params: { release: 'step' } }, [
+        await step('nope'),
       ]),
       run('add existing', 'out', { source: local, params: { add: 'step' } }, [
         await step('lock-b'),
