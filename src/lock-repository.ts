@@ -8,6 +8,7 @@ import type { Git } from './git/git.js';
 import { classifyPush, type PushOutcome } from './git/push-outcome.js';
 import { lockPath, type Change, type LockState, type PoolState } from './pool-state.js';
 import { displayUri } from './logger.js';
+import { lockNameProblem } from './lock-name.js';
 
 export interface LockRepositoryOptions {
   uri: string;
@@ -109,6 +110,11 @@ export class LockRepository {
       if (!path.startsWith(`${pool}/`) || !match) continue;
       const [, state, name] = match as unknown as [string, LockState, string];
       if (name.startsWith('.')) continue;
+      // A name the resource refuses (a tab, a newline) could be acquired but never released.
+      if (lockNameProblem(name)) {
+        irregular.set(`${state}/${name}`, 'not a valid lock name');
+        continue;
+      }
       if (type !== 'blob' || mode === '120000') {
         irregular.set(`${state}/${name}`, type === 'tree' ? 'a directory' : 'a symlink');
         continue;

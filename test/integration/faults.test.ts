@@ -295,7 +295,7 @@ describe.concurrent('a pool folder that is missing', () => {
   });
 });
 
-describe.concurrent('locks that are directories or symlinks', () => {
+describe.concurrent('locks that are directories, symlinks or badly named', () => {
   it('are never taken, moved, overwritten or followed', async (ctx) => {
     const repo = await lockRepo(ctx, { pool: { unclaimed: ['lock-a'] } });
     const r = repo;
@@ -304,12 +304,15 @@ describe.concurrent('locks that are directories or symlinks', () => {
       await writeFile(join(work, 'pool/unclaimed/dir/inner'), 'inside a directory\n');
       await symlink('../../README.md', join(work, 'pool/unclaimed/link'));
       await symlink('/etc/passwd', join(work, 'pool/claimed/escape'));
+      // A name the resource refuses: taking it would leave a lock nobody can release.
+      await writeFile(join(work, 'pool/unclaimed/tab\tname'), 'x\n');
     });
     const allowed = [
       'README.md',
       'pool/unclaimed/dir/inner',
       'pool/unclaimed/link',
       'pool/claimed/escape',
+      'pool/unclaimed/tab\tname',
     ];
     const before = await git(r.bare, 'ls-tree', '-r', 'HEAD');
     const src = async (name: string) => step(name, 'new metadata\n');
