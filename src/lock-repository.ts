@@ -3,7 +3,7 @@
 // and never decides; LockPool does both.
 import { lstat, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { OperationError, GitCommandError } from './errors.js';
+import { CancelledError, OperationError, GitCommandError } from './errors.js';
 import type { Git } from './git/git.js';
 import { classifyPush, type PushOutcome } from './git/push-outcome.js';
 import { lockPath, type Change, type LockState, type PoolState } from './pool-state.js';
@@ -180,11 +180,25 @@ export class LockRepository {
         const outcome = classifyPush(error.stdout, this.branchRef);
         if (outcome) return outcome;
       }
+      // No answer (timed out, connection lost) does not mean no push: the server may have moved
+      // the branch before the client gave up. Retrying a release or an add that landed would
+      // fail with "not claimed" or "already exists".
+      if (!(error instanceof CancelledError) && (await this.landed())) return 'pushed';
       throw error;
     }
     const outcome = classifyPush(out, this.branchRef);
     if (outcome === undefined) throw new Error(`git push printed no status for ${this.branchRef}`);
     return outcome;
+  }
+
+  /** Whether the remote branch tip is the commit we just tried to push. */
+  private async landed(): Promise<boolean> {
+    try {
+      const [head, remote] = await Promise.all([this.run(['rev-parse', 'HEAD']), this.remoteTip()]);
+      return remote === head.trim();
+    } catch {
+      return false;
+    }
   }
 
   /**

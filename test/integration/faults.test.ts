@@ -2,7 +2,7 @@
 // locks that are not what they should be; huge metadata; two puts racing for one name. Each ends
 // with the right result or a clear error in bounded time, and the repository stays consistent.
 import { randomBytes } from 'node:crypto';
-import { mkdir, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it, type TestContext } from 'vitest';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
@@ -239,6 +239,56 @@ describe.concurrent('the branch is force-pushed while a put waits', () => {
     const rewritten = await rewrite(r, { 'README.md': 'no pools here\n' });
     expectCleanFailure(await run.done, /pool "pool" does not exist on branch "master"/);
     expect(await r.tip()).toBe(rewritten);
+  });
+});
+
+describe.concurrent('a push whose answer never arrives', () => {
+  // A post-receive hook runs after the branch moved, and git push waits for it: with a hook
+  // slower than git_timeout, the push lands but the client times out without the answer.
+  async function slowHook(r: LockRepo): Promise<void> {
+    const hook = join(r.bare, 'hooks', 'post-receive');
+    await writeFile(hook, '#!/bin/sh\nsleep 3\n');
+    await chmod(hook, 0o755);
+  }
+
+  it('release, add and acquire end with the result that landed, not an error', async (ctx) => {
+    const r = await lockRepo(ctx, { pool: { claimed: ['lock-a'], unclaimed: ['lock-b'] } });
+    await slowHook(r);
+    const slow = source(r.bare, { git_timeout: '1500ms' });
+    const released = await runScript(
+      'out',
+      { source: slow, params: { release: 'step' } },
+      {
+        args: [await step('lock-a')],
+      },
+    );
+    expect(expectOneDocument(released).version.ref).toBe(await r.tip());
+    expect(released.stderr).toMatch(/released!/);
+
+    const added = await runScript(
+      'out',
+      { source: slow, params: { add: 'step' } },
+      {
+        args: [await step('lock-c', 'c\n')],
+      },
+    );
+    expect(expectOneDocument(added).version.ref).toBe(await r.tip());
+
+    const acquired = await runScript(
+      'out',
+      { source: slow, params: { acquire: true } },
+      {
+        args: [await tempDir()],
+      },
+    );
+    expect(expectOneDocument(acquired).version.ref).toBe(await r.tip());
+    expect(await r.subjects()).toEqual([
+      expect.stringMatching(/^claiming: lock-[abc]$/),
+      'adding unclaimed: lock-c',
+      'unclaiming: lock-a',
+      'initial pools',
+    ]);
+    await expectConsistent(r);
   });
 });
 
