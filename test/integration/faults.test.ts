@@ -3,6 +3,7 @@
 // with the right result or a clear error in bounded time, and the repository stays consistent.
 import { randomBytes } from 'node:crypto';
 import { chmod, mkdir, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it, type TestContext } from 'vitest';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
@@ -182,6 +183,26 @@ describe.concurrent('a remote that answers slowly', () => {
       /gave up after 5 attempts: .*timed out after 1s \(source.git_timeout\)/,
     );
     expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
+  });
+});
+
+describe.concurrent('an HTTP remote that stops answering', () => {
+  // git runs a helper (git-remote-http) for http(s): it must not outlive the timed-out
+  // command and keep the script's pipes open.
+  it('check fails on git_timeout and the process exits', async (ctx) => {
+    const silent = createServer(() => undefined);
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    ctx.onTestFinished(() => void silent.close());
+    const port = (silent.address() as AddressInfo).port;
+    const run = startScript('check', {
+      source: source(`http://127.0.0.1:${port}/locks.git`, { git_timeout: '1s' }),
+    });
+    // A hung script is killed, so the failure reads as one rather than as a test timeout.
+    const killer = setTimeout(() => run.child.kill('SIGKILL'), 15_000);
+    const result = await run.done;
+    clearTimeout(killer);
+    expectCleanFailure(result, /timed out after 1s \(source.git_timeout\)/);
+    expect(result.eofMs).toBeLessThan(10_000);
   });
 });
 
