@@ -2,16 +2,15 @@
 // the real scripts. Zero overlapping holds (from the workers' own clocks), every lock free at the
 // end, and a history in which every commit after the first moves exactly one lock.
 //
-// Size: SOAK_ROUNDS rounds per worker (default 2, about a minute on two cores; CI runs the
-// default). Run it alone and bigger with `SOAK_ROUNDS=25 npx vitest run test/soak`.
-import { readFile } from 'node:fs/promises';
+// Tagged `soak`. Size: SOAK_ROUNDS rounds per worker (default 2, about a minute on two cores;
+// `npm test` runs the default). Alone and bigger: `SOAK_ROUNDS=25 npx vitest run --tags-filter=soak`.
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { consistencyProblems, history, singleMoveProblem } from '../helpers/pool-invariants.js';
 import { runScript, tempDir, type ScriptResult } from '../helpers/run-script.js';
-import { mkdir, writeFile } from 'node:fs/promises';
 
 const WORKERS = 16;
 const LOCKS = ['lock-1', 'lock-2', 'lock-3', 'lock-4'];
@@ -100,6 +99,7 @@ async function worker(index: number, uri: string, holds: Hold[]): Promise<void> 
 describe('soak', () => {
   it(
     `${WORKERS} workers × ${LOCKS.length} locks × ${ROUNDS} rounds over git daemon`,
+    { tags: ['soak'], timeout: Math.max(180_000, ROUNDS * 90_000) },
     async () => {
       const holds: Hold[] = [];
       const started = Date.now();
@@ -149,6 +149,5 @@ describe('soak', () => {
         `soak: ${holds.length} holds, ${moves.length} commits in ${(elapsed / 1000).toFixed(1)}s\n`,
       );
     },
-    Math.max(180_000, ROUNDS * 90_000),
   );
 });
