@@ -91,6 +91,13 @@ function duration(field: string, { allowZero }: { allowZero: boolean }) {
       error: `invalid payload (${field} must be a duration such as "10s")`,
     })
     .transform((value, ctx) => {
+      if (typeof value === 'string' && value.length > MAX_DURATION_CHARS) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `invalid payload (${field} must be a duration such as "10s")`,
+        });
+        return z.NEVER;
+      }
       let ms: number;
       if (typeof value === 'number') {
         if (!Number.isSafeInteger(value)) {
@@ -101,12 +108,6 @@ function duration(field: string, { allowZero }: { allowZero: boolean }) {
           return z.NEVER;
         }
         ms = nanosToMs(value);
-      } else if (value.length > MAX_DURATION_CHARS) {
-        ctx.addIssue({
-          code: 'custom',
-          message: `invalid payload (${field} must be a duration such as "10s")`,
-        });
-        return z.NEVER;
       } else {
         const parsed = parseGoDuration(value);
         if ('error' in parsed) {
