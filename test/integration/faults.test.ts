@@ -131,7 +131,7 @@ describe.concurrent('the remote disappears in the middle of an operation', () =>
     for (const result of [check, fetched, put])
       expectCleanFailure(
         result,
-        /Could not read from remote repository|does not appear to be a git repository/,
+        /Could not read from remote repository|does not appear to be a git repository|repository '.*' does not exist/,
       );
   });
 });
