@@ -482,7 +482,7 @@ export function parseOutRequest(text: string): Parsed<OutRequest> {
     const chosen = OPERATION_KEYS.filter((key) =>
       key === 'acquire' ? params.acquire === true : params[key] !== undefined,
     );
-    if (chosen.length === 0) problems.push(MISSING_OPERATION, ...emptyOperations(raw));
+    if (chosen.length === 0) problems.push(MISSING_OPERATION);
     else if (chosen.length > 1) {
       problems.push(
         `invalid payload (params has more than one operation: ${chosen.join(', ')}; a put does exactly one)`,
@@ -503,16 +503,6 @@ export function parseOutRequest(text: string): Parsed<OutRequest> {
 }
 
 type OutParams = z.infer<z.ZodObject<typeof outParamsShape>>;
-
-/** `claim: ""` counts as absent (as in the reference), but the user should learn which one was empty. */
-function emptyOperations(raw: unknown): string[] {
-  const params = (raw as { params?: unknown }).params;
-  if (typeof params !== 'object' || params === null) return [];
-  return OPERATION_KEYS.filter((key) => (params as Record<string, unknown>)[key] === '').map(
-    (key) =>
-      `invalid payload (${key} is empty: it needs ${key === 'claim' ? 'a lock name' : 'a step folder'})`,
-  );
-}
 
 function toOperation(
   key: (typeof OPERATION_KEYS)[number],
