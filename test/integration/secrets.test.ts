@@ -9,7 +9,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
-import { runScript, startScript, tempDir, type ScriptResult } from '../helpers/run-script.js';
+import { startScript, tempDir, type ScriptResult } from '../helpers/run-script.js';
 
 const exec = promisify(execFile);
 
@@ -130,7 +130,11 @@ async function run(
   request: unknown,
   args: string[] = [],
 ): Promise<ScriptResult> {
-  const result = await runScript(script, request, { args });
+  const running = startScript(script, request, { args });
+  // Every run here ends on its own well within this; a hung one is killed and fails below.
+  const killer = setTimeout(() => running.child.kill('SIGKILL'), 40_000);
+  const result = await running.done;
+  clearTimeout(killer);
   results.push({ label, result });
   expectNoSecret(`${label} stdout`, result.stdout);
   expectNoSecret(`${label} stderr`, result.stderr);
