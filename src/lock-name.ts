@@ -13,7 +13,7 @@ export function lockNameProblem(name: string): string | undefined {
     return `"${printable(name)}" contains a path separator`;
   if (name.startsWith('.')) return `"${printable(name)}" is a dotfile`;
   // eslint-disable-next-line no-control-regex
-  if (/[\u0000-\u001f\u007f]/.test(name))
+  if (/[\u0000-\u001f\u007f-\u009f]/.test(name))
     return `"${printable(name)}" contains a control character`;
   return undefined;
 }
@@ -27,11 +27,18 @@ export function poolNameProblem(pool: string): string | undefined {
   return undefined;
 }
 
-/** Shows control characters as escapes so an error line stays one line. */
+/** Longest value quoted in a message: a megabyte-long field must not become a megabyte-long line. */
+const MAX_QUOTED_CHARS = 80;
+
+/** Shows control characters as escapes so an error line stays one line, and cuts long values short. */
 export function printable(text: string): string {
-  return text.replace(
+  const shown =
+    text.length > MAX_QUOTED_CHARS
+      ? `${text.slice(0, MAX_QUOTED_CHARS).replace(/[\uD800-\uDBFF]$/, '')}… (${text.length} characters)`
+      : text;
+  return shown.replace(
     // eslint-disable-next-line no-control-regex
-    /[\u0000-\u001f\u007f]/g,
+    /[\u0000-\u001f\u007f-\u009f]/g,
     (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`,
   );
 }

@@ -3,11 +3,12 @@
 // and never decides; LockPool does both.
 import { lstat, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { OperationError, GitCommandError } from './errors.js';
+import { CancelledError, OperationError, GitCommandError } from './errors.js';
 import type { Git } from './git/git.js';
 import { classifyPush, type PushOutcome, type PushRefused } from './git/push-outcome.js';
 import { lockPath, type Change, type LockState, type PoolState } from './pool-state.js';
 import { displayUri } from './logger.js';
+import { lockNameProblem } from './lock-name.js';
 
 export interface LockRepositoryOptions {
   uri: string;
@@ -105,6 +106,11 @@ export class LockRepository {
       if (!path.startsWith(`${pool}/`) || !match) continue;
       const [, state, name] = match as unknown as [string, LockState, string];
       if (name.startsWith('.')) continue;
+      // A name the resource refuses (a tab, a newline) could be acquired but never released.
+      if (lockNameProblem(name)) {
+        irregular.set(`${state}/${name}`, 'not a valid lock name');
+        continue;
+      }
       if (type !== 'blob' || mode === '120000') {
         irregular.set(`${state}/${name}`, type === 'tree' ? 'a directory' : 'a symlink');
         continue;
@@ -171,6 +177,10 @@ export class LockRepository {
         const outcome = classifyPush(error.stdout, this.branchRef);
         if (outcome) return this.verdict(outcome);
       }
+      // No answer (timed out, connection lost) does not mean no push: the server may have moved
+      // the branch before the client gave up. Retrying a release or an add that landed would
+      // fail with "not claimed" or "already exists".
+      if (!(error instanceof CancelledError) && (await this.landed())) return 'pushed';
       throw error;
     }
     const outcome = classifyPush(out, this.branchRef);
@@ -184,6 +194,16 @@ export class LockRepository {
     throw new OperationError(
       `the lock repository refused the push to branch "${this.options.branch}": ${outcome.refused}`,
     );
+  }
+
+  /** Whether the remote branch tip is the commit we just tried to push. */
+  private async landed(): Promise<boolean> {
+    try {
+      const [head, remote] = await Promise.all([this.run(['rev-parse', 'HEAD']), this.remoteTip()]);
+      return remote === head.trim();
+    } catch {
+      return false;
+    }
   }
 
   /**

@@ -12,6 +12,8 @@ const DEFAULT_RETRY_DELAY_MS = 10_000;
 const DEFAULT_GIT_TIMEOUT_MS = 5 * 60_000;
 /** Anything longer is almost certainly a unit mistake ("10" meaning seconds, read as hours). */
 const MAX_DURATION_MS = 7 * 24 * 3600_000;
+/** No real duration is longer ("1h2m3s4ms5us6ns" is 15); longer text is not worth quoting back. */
+const MAX_DURATION_CHARS = 64;
 
 export interface HttpsTunnel {
   proxyHost: string;
@@ -92,6 +94,13 @@ function duration(field: string, { allowZero }: { allowZero: boolean }) {
       error: `invalid payload (${field} must be a duration such as "10s")`,
     })
     .transform((value, ctx) => {
+      if (typeof value === 'string' && value.length > MAX_DURATION_CHARS) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `invalid payload (${field} must be a duration such as "10s")`,
+        });
+        return z.NEVER;
+      }
       let ms: number;
       if (typeof value === 'number') {
         if (!Number.isSafeInteger(value)) {
@@ -157,7 +166,18 @@ function optionalBoolean(field: string) {
 const PROXY_PORT_PROBLEM = 'invalid payload (https_tunnel.proxy_port must be a port number)';
 
 const SOURCE_SHAPE = {
-  uri: requiredString('uri'),
+  // The URI is never quoted back: it may carry credentials.
+  uri: requiredString('uri').superRefine((uri, ctx) => {
+    // git would read a leading "-" as an option (`git remote add origin -x`).
+    if (uri.startsWith('-'))
+      ctx.addIssue({ code: 'custom', message: 'invalid payload (uri must not start with "-")' });
+    // eslint-disable-next-line no-control-regex
+    else if (/[\u0000-\u001f\u007f]/.test(uri))
+      ctx.addIssue({
+        code: 'custom',
+        message: 'invalid payload (uri contains a control character)',
+      });
+  }),
   branch: requiredString('branch').refine((branch) => isSafeBranch(branch), {
     message: 'invalid payload (branch is not a valid branch name)',
   }),
@@ -362,18 +382,41 @@ function parseJson(text: string): unknown {
 }
 
 function issueLines(error: z.ZodError, prefix = ''): string[] {
-  return error.issues.map((issue) => {
-    if (issue.message.startsWith('invalid payload')) return issue.message;
+  // One line per field: zod also runs length checks on a value of the wrong type (an array
+  // `branch` gets "must be a string" and "missing branch"); the first says it.
+  const seen = new Set<string>();
+  const lines = new Set<string>();
+  for (const issue of error.issues) {
     const where = [prefix, ...issue.path.map(String)].filter(Boolean).join('.');
-    return `invalid payload (${where || 'request'}: ${issue.message})`;
-  });
+    if (seen.has(where)) continue;
+    seen.add(where);
+    lines.add(
+      issue.message.startsWith('invalid payload')
+        ? issue.message
+        : `invalid payload (${printable(where) || 'request'}: ${issue.message})`,
+    );
+  }
+  // Capped here, not by the caller: spreading 200,000 lines into push() overflows the stack.
+  return capped(
+    [...lines],
+    `invalid payload (${lines.size - MAX_LINES} more problems in ${prefix || 'the request'})`,
+  );
 }
 
 function unknownKeys(value: unknown, known: readonly string[], where: string): string[] {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return [];
-  return Object.keys(value)
-    .filter((key) => !known.includes(key))
-    .map((key) => `warning: ignoring unknown ${where} field "${printable(key)}"`);
+  const unknown = Object.keys(value).filter((key) => !known.includes(key));
+  return capped(
+    unknown.map((key) => `warning: ignoring unknown ${where} field "${printable(key)}"`),
+    `warning: ignoring ${unknown.length - MAX_LINES} more unknown ${where} fields`,
+  );
+}
+
+/** A request of megabytes must not become megabytes of log: a screenful says what is wrong. */
+const MAX_LINES = 20;
+
+function capped(lines: string[], more: string): string[] {
+  return lines.length <= MAX_LINES ? lines : [...lines.slice(0, MAX_LINES), more];
 }
 
 function expectObject(value: unknown): void {
@@ -426,7 +469,12 @@ function transportProblems(raw: unknown): string[] {
 }
 
 function finish<T>(problems: string[], build: () => T, warnings: string[]): Parsed<T> {
-  if (problems.length > 0) throw new ConfigurationError([...new Set(problems)]);
+  if (problems.length > 0) {
+    const unique = [...new Set(problems)];
+    throw new ConfigurationError(
+      capped(unique, `invalid payload (and ${unique.length - MAX_LINES} more problems)`),
+    );
+  }
   return { request: build(), warnings };
 }
 

@@ -2,10 +2,12 @@
 import { join } from 'node:path';
 import type { CommandContext } from '../context.js';
 import { parseCheckRequest } from '../request.js';
+import { requestSecrets } from '../request-secrets.js';
 import { openSession, registerSecrets } from '../session.js';
 import { BranchHistory } from '../branch-history.js';
 
 export async function runCheck(ctx: CommandContext) {
+  for (const secret of requestSecrets(ctx.stdin)) ctx.log.addSecret(secret);
   const { request, warnings } = parseCheckRequest(ctx.stdin);
   registerSecrets(request.source, ctx);
   for (const warning of warnings) ctx.log.info(warning);

@@ -12,9 +12,11 @@ import { LockRepository } from '../lock-repository.js';
 import { holderLookup } from '../lock-holders.js';
 import { ProgressReporter } from '../progress.js';
 import { parseOutRequest, type OutOperation } from '../request.js';
+import { requestSecrets } from '../request-secrets.js';
 import { lockResponse, openSession, registerSecrets } from '../session.js';
 
 export async function runOut(ctx: CommandContext) {
+  for (const secret of requestSecrets(ctx.stdin)) ctx.log.addSecret(secret);
   const { request, warnings } = parseOutRequest(ctx.stdin);
   registerSecrets(request.source, ctx);
   for (const warning of warnings) ctx.log.info(warning);

@@ -1,0 +1,27 @@
+// The secret values of a request as sent, read before the request is parsed: a request that
+// fails to parse never registers its secrets, yet a message about another field can quote one
+// (a password pasted into retry_delay, say).
+import { uriPassword } from './logger.js';
+
+/** The values of the secret fields, whatever else is wrong with the request; [] if it is not JSON. */
+export function requestSecrets(text: string): string[] {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    return [];
+  }
+  const field = (object: unknown, key: string): unknown =>
+    typeof object === 'object' && object !== null && !Array.isArray(object)
+      ? (object as Record<string, unknown>)[key]
+      : undefined;
+  const source = field(raw, 'source');
+  const uri = field(source, 'uri');
+  return [
+    field(source, 'private_key'),
+    field(source, 'private_key_passphrase'),
+    field(source, 'password'),
+    field(field(source, 'https_tunnel'), 'proxy_password'),
+    typeof uri === 'string' ? uriPassword(uri) : undefined,
+  ].filter((value): value is string => typeof value === 'string');
+}

@@ -1,0 +1,95 @@
+// What "the lock repository is consistent" means, read straight from a bare repository: no lock in
+// both states, nothing but locks under a pool, and (for histories written only by the resource)
+// every commit after the first changing exactly one lock.
+import { git } from './lock-repo.js';
+
+export interface TreeEntry {
+  mode: string;
+  type: string;
+  path: string;
+}
+
+export async function tree(bare: string, rev: string): Promise<TreeEntry[]> {
+  const out = await git(bare, 'ls-tree', '-r', '-z', rev);
+  return out
+    .split('\0')
+    .filter(Boolean)
+    .map((entry) => {
+      const tab = entry.indexOf('\t');
+      const [mode = '', type = ''] = entry.slice(0, tab).split(' ');
+      return { mode, type, path: entry.slice(tab + 1) };
+    });
+}
+
+/** Problems with the pools at `rev`: locks in both states, paths that are not locks. */
+export async function consistencyProblems(
+  bare: string,
+  rev: string,
+  pools: readonly string[],
+  /** Paths outside the pools' lock folders that are expected (README.md, seeded oddities). */
+  allowed: readonly string[] = ['README.md'],
+): Promise<string[]> {
+  const problems: string[] = [];
+  const seen = new Map<string, string>();
+  for (const { path } of await tree(bare, rev)) {
+    const match = /^([^/]+)\/(claimed|unclaimed)\/([^/]+)$/.exec(path);
+    if (!match || !pools.includes(match[1]!)) {
+      if (!allowed.includes(path)) problems.push(`unexpected path ${path}`);
+      continue;
+    }
+    const [, pool, state, name] = match as unknown as [string, string, string, string];
+    if (name === '.gitkeep') continue;
+    const key = `${pool}/${name}`;
+    if (seen.has(key)) problems.push(`lock ${key} is both ${seen.get(key)} and ${state}`);
+    seen.set(key, state);
+  }
+  return problems;
+}
+
+export interface CommitChange {
+  commit: string;
+  subject: string;
+  /** `git log --name-status` lines: status letter and path(s). */
+  changes: string[][];
+}
+
+/** Every commit on `rev` after the root, oldest first, with what it changed (renames as A+D). */
+export async function history(bare: string, rev: string): Promise<CommitChange[]> {
+  const out = await git(
+    bare,
+    'log',
+    '--reverse',
+    '--no-renames',
+    '--name-status',
+    '--format=%x01%H%x09%s',
+    rev,
+  );
+  return out
+    .split('\x01')
+    .filter(Boolean)
+    .map((record) => {
+      const [header = '', ...lines] = record.split('\n').filter(Boolean);
+      const [commit = '', subject = ''] = header.split('\t');
+      return { commit, subject, changes: lines.map((line) => line.split('\t')) };
+    });
+}
+
+/**
+ * Why `commit` is not a move of exactly one lock (claim or release): undefined when it is one.
+ * A move shows as one deletion and one addition of the same name across the two states.
+ */
+export function singleMoveProblem(commit: CommitChange, pool: string): string | undefined {
+  const paths = commit.changes.map(([status, path]) => `${status} ${path}`).sort();
+  const describe = `${commit.commit.slice(0, 8)} "${commit.subject}" (${paths.join(', ')})`;
+  if (commit.changes.length !== 2) return `${describe} changes ${commit.changes.length} paths`;
+  const added = commit.changes.find(([status]) => status === 'A');
+  const deleted = commit.changes.find(([status]) => status === 'D');
+  if (!added || !deleted) return `${describe} is not a move`;
+  const from = /^([^/]+)\/(claimed|unclaimed)\/([^/]+)$/.exec(deleted[1] ?? '');
+  const to = /^([^/]+)\/(claimed|unclaimed)\/([^/]+)$/.exec(added[1] ?? '');
+  if (!from || !to || from[1] !== pool || to[1] !== pool) return `${describe} leaves the pool`;
+  if (from[3] !== to[3] || from[2] === to[2]) return `${describe} is not one lock changing state`;
+  const expected = to[2] === 'claimed' ? `claiming: ${to[3]}` : `unclaiming: ${to[3]}`;
+  if (commit.subject !== expected) return `${describe} should say "${expected}"`;
+  return undefined;
+}
