@@ -212,7 +212,7 @@ describe('pool status', () => {
     expect(lines[1]).toMatch(/^a\s+unclaimed\s+-\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\s+\d/);
     expect(lines[2]).toMatch(
       new RegExp(
-        `^b\\s+claimed\\s+https://ci\\.example\\.com/builds/9\\s+${claimedAt}\\s+\\d+(\\.\\d)?s$`,
+        `^b\\s+claimed\\s+https://ci\\.example\\.com/builds/9\\s+${claimedAt}\\s+\\d+(\\.\\d)?m?s$`,
       ),
     );
     expect(lines[3]).toMatch(/^c\s+unclaimed\s+-\s+/);
