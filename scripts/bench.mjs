@@ -370,6 +370,8 @@ async function measureContention(root, daemon) {
   const url = daemon.url(name);
   const holds = [];
   const latencies = [];
+  const inMs = [];
+  const releaseMs = [];
   const startConnections = daemon.connections();
   const started = performance.now();
   const worker = async (id) => {
@@ -386,19 +388,21 @@ async function measureContention(root, daemon) {
       const holdFrom = acquired.ended;
       await sleep(holdMs);
       const dest = await mkdtemp(join(tmp, 'dest-'));
-      await script(
+      const fetched = await script(
         'in',
         { source: source(url, retryDelay), version: acquired.result.version },
         { args: [dest], tmp },
       );
       const step = await stepFolder(tmp, lock);
       const releasing = performance.now();
-      await script(
+      const released = await script(
         'out',
         { source: source(url, retryDelay), params: { release: 'lock' } },
         { args: [step], tmp },
       );
-      holds.push({ worker: id, lock, from: holdFrom, to: releasing });
+      holds.push({ worker: id, lock, from: holdFrom, to: releasing, released: released.ended });
+      inMs.push(fetched.ms);
+      releaseMs.push(released.ms);
     }
     await rm(tmp, { recursive: true, force: true });
   };
@@ -432,6 +436,10 @@ async function measureContention(root, daemon) {
       held.delete(lock);
     }
   }
+  // Hand-over: from a release's put finishing to the next claim of that lock finishing.
+  const handovers = [];
+  for (const list of byLock.values())
+    for (let i = 1; i < list.length; i++) handovers.push(list[i].from - list[i - 1].released);
   const acquires = latencies.length;
   return {
     workers,
@@ -446,6 +454,9 @@ async function measureContention(root, daemon) {
     p95Ms: percentile(latencies, 95),
     maxMs: Math.max(...latencies),
     connectionsPerAcquire: used / acquires,
+    inMedianMs: median(inMs),
+    handoverMedianMs: median(handovers),
+    releaseMedianMs: median(releaseMs),
     violations: violations + historyViolations,
   };
 }
@@ -503,6 +514,9 @@ function printTable(results, contentionResult) {
       `  acquire latency     p50 ${s(c.p50Ms)} s, p95 ${s(c.p95Ms)} s, max ${s(c.maxMs)} s`,
     );
     lines.push(`  git connections     ${c.connectionsPerAcquire.toFixed(1)} per acquire`);
+    lines.push(
+      `  in, release         median ${s(c.inMedianMs)} s, ${s(c.releaseMedianMs)} s; hand-over median ${s(c.handoverMedianMs)} s`,
+    );
     lines.push(`  mutual exclusion    ${c.violations} violations`);
   }
   return lines.join('\n');
