@@ -458,6 +458,15 @@ async function measureContention(root, daemon) {
     handoverMedianMs: median(handovers),
     releaseMedianMs: median(releaseMs),
     violations: violations + historyViolations,
+    // Who held which lock when (ms since the run started), for looking into fairness.
+    holds: holds
+      .sort((a, b) => a.from - b.from)
+      .map((h) => ({
+        worker: h.worker,
+        lock: h.lock,
+        from: Math.round(h.from - started),
+        to: Math.round(h.to - started),
+      })),
   };
 }
 

@@ -289,7 +289,7 @@ export class LockRepository {
    */
   async holds(claim: { name: string; commit: string }): Promise<boolean> {
     const claimedPath = lockPath(this.options.pool, 'claimed', claim.name);
-    for (const depth of [16, 256, 0]) {
+    for (const deepen of ['--deepen=16', '--deepen=256', '--unshallow', undefined]) {
       const tip = this.synced();
       if (await this.isAncestor(claim.commit, tip)) {
         // `rev-list --count` always prints, so the answer costs one quick command.
@@ -302,8 +302,8 @@ export class LockRepository {
         ]);
         return since.trim() === '0';
       }
-      if ((await this.shallowCommits()).size === 0) return false;
-      await this.fetch([depth > 0 ? `--deepen=${depth}` : '--unshallow']);
+      if (!deepen || (await this.shallowCommits()).size === 0) return false;
+      await this.fetch([deepen]);
     }
     return false;
   }
