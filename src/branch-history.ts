@@ -6,6 +6,7 @@ import { copyFile, mkdir, readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { GitCommandError, OperationError } from './errors.js';
 import type { Git } from './git/git.js';
+import { readRef } from './git/refs.js';
 import { displayUri } from './logger.js';
 import { lockPath, type LockState } from './pool-state.js';
 
@@ -77,9 +78,9 @@ export class BranchHistory {
       this.uri,
       this.gitDir,
     ]);
-    this.fetchedTip = (
-      await this.run(['rev-parse', '--verify', `${this.branchRef}^{commit}`])
-    ).trim();
+    this.fetchedTip =
+      (await readRef(this.gitDir, this.branchRef)) ??
+      (await this.run(['rev-parse', '--verify', `${this.branchRef}^{commit}`])).trim();
   }
 
   /** Widens the window; false when it already holds the whole history. */
@@ -125,6 +126,9 @@ export class BranchHistory {
    */
   async findInWindow(version: string): Promise<string | undefined> {
     const wanted = version.toLowerCase();
+    // A put's implicit get asks about the tip it just made: no need to list the window.
+    if (this.tip.startsWith(wanted) && !(await this.shallowCommits()).has(this.tip))
+      return this.tip;
     const out = await this.run(['rev-list', this.tip, '--']);
     const matches = out.split('\n').filter((sha) => sha !== '' && sha.startsWith(wanted));
     if (matches.length > 1)

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { OperationError, GitCommandError } from './errors.js';
 import type { Git } from './git/git.js';
 import { classifyPush, type PushOutcome } from './git/push-outcome.js';
+import { readRef } from './git/refs.js';
 import { lockPath, type Change, type LockState, type PoolState } from './pool-state.js';
 import { displayUri } from './logger.js';
 
@@ -117,7 +118,9 @@ export class LockRepository {
       this.options.workdir,
     ]);
     this.initialised = true;
-    this.tip = (await this.run(['rev-parse', '--verify', `${this.branchRef}^{commit}`])).trim();
+    this.tip =
+      (await readRef(this.options.workdir, this.branchRef)) ??
+      (await this.run(['rev-parse', '--verify', `${this.branchRef}^{commit}`])).trim();
     await identity;
   }
 
