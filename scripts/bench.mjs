@@ -311,44 +311,101 @@ async function setupSize(root, daemon, commits) {
   };
 }
 
-/** One round of every measurement on one size (sizes take turns, so load hits them alike). */
-async function measureRound(root, daemon, size, rep) {
-  const { url, samples, perOp } = size;
-  const counted = async (key, work) => {
+/**
+ * One round of every measurement. Each step runs on every size before the next step, in a
+ * shuffled order, so that load from elsewhere on the machine lands on the sizes alike.
+ */
+async function measureRound(root, daemon, sizes, rep) {
+  const each = async (work) => {
+    const order = [...sizes].sort(() => Math.random() - 0.5);
+    for (const size of order) await work(size);
+  };
+  const counted = async (size, key, work) => {
     const start = daemon.connections();
     const result = await work();
-    perOp[key] += daemon.connections() - start;
-    samples[key].push(result.ms);
+    size.perOp[key] += daemon.connections() - start;
+    size.samples[key].push(result.ms);
     return result;
   };
-  const tmp = await mkdtemp(join(root, 'tmp-'));
-  const src = await mkdtemp(join(root, 'src-'));
-  const acquired = await counted('acquire', () =>
-    script('out', { source: source(url), params: { acquire: true } }, { args: [src], tmp }),
+  const round = new Map(
+    await Promise.all(
+      sizes.map(async (size) => [
+        size,
+        {
+          tmp: await mkdtemp(join(root, 'tmp-')),
+          src: await mkdtemp(join(root, 'src-')),
+          dest: await mkdtemp(join(root, 'dest-')),
+          cold: await mkdtemp(join(root, 'cold-')),
+        },
+      ]),
+    ),
   );
-  const dest = await mkdtemp(join(root, 'dest-'));
-  await counted('in', () =>
-    script('in', { source: source(url), version: acquired.result.version }, { args: [dest], tmp }),
+  await each(async (size) =>
+    size.samples.floor.push(
+      await plainGitClaim(size.url, join(root, `floor-${size.commits}-${rep}`)),
+    ),
   );
-  const step = await stepFolder(root, lockName(acquired.result));
-  const released = await counted('release', () =>
-    script('out', { source: source(url), params: { release: 'lock' } }, { args: [step], tmp }),
-  );
-  const coldTmp = await mkdtemp(join(root, 'cold-'));
-  const cold = await counted('checkCold', () =>
-    script('check', { source: source(url) }, { tmp: coldTmp }),
-  );
-  const warm = await counted('checkWarm', () =>
-    script('check', { source: source(url), version: size.lastVersion }, { tmp: size.warmTmp }),
-  );
-  // Answers, not just timings: the warm check ends with this round's release, the cold one is it.
-  if (warm.result.at(-1)?.ref !== released.result.version.ref)
-    throw new Error(`warm check missed the release: ${JSON.stringify(warm.result)}`);
-  if (cold.result.length !== 1 || cold.result[0].ref !== released.result.version.ref)
-    throw new Error(`cold check did not return the latest commit: ${JSON.stringify(cold.result)}`);
-  size.lastVersion = warm.result.at(-1);
-  samples.floor.push(await plainGitClaim(url, join(root, `floor-${size.commits}-${rep}`)));
-  await Promise.all([tmp, src, dest, step, coldTmp].map((dir) => rm(dir, { recursive: true })));
+  await each(async (size) => {
+    const r = round.get(size);
+    r.acquired = await counted(size, 'acquire', () =>
+      script(
+        'out',
+        { source: source(size.url), params: { acquire: true } },
+        { args: [r.src], tmp: r.tmp },
+      ),
+    );
+  });
+  await each(async (size) => {
+    const r = round.get(size);
+    await counted(size, 'in', () =>
+      script(
+        'in',
+        { source: source(size.url), version: r.acquired.result.version },
+        { args: [r.dest], tmp: r.tmp },
+      ),
+    );
+  });
+  await each(async (size) => {
+    const r = round.get(size);
+    r.step = await stepFolder(root, lockName(r.acquired.result));
+    r.released = await counted(size, 'release', () =>
+      script(
+        'out',
+        { source: source(size.url), params: { release: 'lock' } },
+        { args: [r.step], tmp: r.tmp },
+      ),
+    );
+  });
+  await each(async (size) => {
+    const r = round.get(size);
+    r.coldCheck = await counted(size, 'checkCold', () =>
+      script('check', { source: source(size.url) }, { tmp: r.cold }),
+    );
+  });
+  await each(async (size) => {
+    const r = round.get(size);
+    r.warmCheck = await counted(size, 'checkWarm', () =>
+      script(
+        'check',
+        { source: source(size.url), version: size.lastVersion },
+        { tmp: size.warmTmp },
+      ),
+    );
+  });
+  for (const [size, r] of round) {
+    // Answers, not just timings: the warm check ends with this round's release, the cold one is it.
+    const { warmCheck: warm, coldCheck: cold, released } = r;
+    if (warm.result.at(-1)?.ref !== released.result.version.ref)
+      throw new Error(`warm check missed the release: ${JSON.stringify(warm.result)}`);
+    if (cold.result.length !== 1 || cold.result[0].ref !== released.result.version.ref)
+      throw new Error(
+        `cold check did not return the latest commit: ${JSON.stringify(cold.result)}`,
+      );
+    size.lastVersion = warm.result.at(-1);
+    await Promise.all(
+      [r.tmp, r.src, r.dest, r.step, r.cold].map((dir) => rm(dir, { recursive: true })),
+    );
+  }
 }
 
 function summarise(size) {
@@ -591,7 +648,7 @@ async function main() {
     }
     for (let rep = 0; rep < reps; rep++) {
       process.stderr.write(`round ${rep + 1} of ${reps}…\n`);
-      for (const size of prepared) await measureRound(root, daemon, size, rep);
+      await measureRound(root, daemon, prepared, rep);
     }
     results.push(...prepared.map(summarise));
     if (!opts['no-contention']) {
