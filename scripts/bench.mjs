@@ -199,6 +199,7 @@ async function startDaemon(base) {
         return {
           url: (name) => `git://127.0.0.1:${port}/${name}`,
           connections: () => connections(log) - offset,
+          pushes: () => (log.match(/Request receive-pack /g) ?? []).length,
           stop: () =>
             new Promise((done) => {
               if (exited) return done();
@@ -433,6 +434,7 @@ async function measureContention(root, daemon) {
   const inMs = [];
   const releaseMs = [];
   const startConnections = daemon.connections();
+  const startPushes = daemon.pushes();
   const started = performance.now();
   const worker = async (id) => {
     const tmp = await mkdtemp(join(root, `worker-${id}-`));
@@ -469,6 +471,7 @@ async function measureContention(root, daemon) {
   await Promise.all(Array.from({ length: workers }, (_, id) => worker(id)));
   const elapsedMs = performance.now() - started;
   const used = daemon.connections() - startConnections;
+  const pushes = daemon.pushes() - startPushes;
 
   // Mutual exclusion, from our own clock: a lock's hold intervals never overlap.
   let violations = 0;
@@ -514,6 +517,7 @@ async function measureContention(root, daemon) {
     p95Ms: percentile(latencies, 95),
     maxMs: Math.max(...latencies),
     connectionsPerAcquire: used / acquires,
+    pushesPerAcquire: pushes / acquires,
     inMedianMs: median(inMs),
     handoverMedianMs: median(handovers),
     releaseMedianMs: median(releaseMs),
@@ -582,7 +586,9 @@ function printTable(results, contentionResult) {
     lines.push(
       `  acquire latency     p50 ${s(c.p50Ms)} s, p95 ${s(c.p95Ms)} s, max ${s(c.maxMs)} s`,
     );
-    lines.push(`  git connections     ${c.connectionsPerAcquire.toFixed(1)} per acquire`);
+    lines.push(
+      `  git connections     ${c.connectionsPerAcquire.toFixed(1)} per acquire (${c.pushesPerAcquire.toFixed(1)} of them pushes)`,
+    );
     lines.push(
       `  in, release         median ${s(c.inMedianMs)} s, ${s(c.releaseMedianMs)} s; hand-over median ${s(c.handoverMedianMs)} s`,
     );
