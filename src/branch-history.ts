@@ -35,6 +35,11 @@ export class BranchHistory {
     return `refs/heads/${this.branch}`;
   }
 
+  /** How many commits from the tip the copy holds, as last fetched. */
+  get window(): number {
+    return this.depth;
+  }
+
   /** The branch tip as last fetched. */
   get tip(): string {
     if (this.fetchedTip === undefined) throw new Error('the branch was never fetched');

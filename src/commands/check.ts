@@ -1,4 +1,6 @@
 // `check`: the commits on the branch that touched the pool, oldest first.
+import { createHash } from 'node:crypto';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CommandContext } from '../context.js';
 import { GitCommandError, describeError } from '../errors.js';
@@ -38,8 +40,26 @@ export async function runCheck(ctx: CommandContext) {
 
   async function answer(dir: string) {
     const history = new BranchHistory(git, dir, source.uri, source.branch);
-    await history.fetch(CHECK_WINDOW);
+    // A pool that is quiet while others keep the branch busy needs a wide window every time:
+    // start from the one that answered last time (halving it when it proved wider than needed).
+    const remembered = join(dir, `pool-resource-window-${hash(source.pool)}`);
+    const start = cached ? await readWindow(remembered) : CHECK_WINDOW;
+    await history.fetch(start);
     const commits = await history.poolCommits(source.pool, version);
+    if (cached) {
+      const next = history.window > start ? history.window : Math.floor(start / 2);
+      await writeFile(remembered, `${Math.max(CHECK_WINDOW, next)}\n`);
+    }
     return commits.map((ref) => ({ ref }));
   }
+}
+
+async function readWindow(path: string): Promise<number> {
+  const text = await readFile(path, 'utf8').catch(() => '');
+  const window = Number.parseInt(text, 10);
+  return Number.isSafeInteger(window) && window >= CHECK_WINDOW ? window : CHECK_WINDOW;
+}
+
+function hash(text: string): string {
+  return createHash('sha256').update(text).digest('hex').slice(0, 16);
 }

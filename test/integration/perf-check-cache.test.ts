@@ -90,6 +90,17 @@ describe('check keeps its copy of the branch in TMPDIR', () => {
     ]);
     expect(await check(tmp)).toEqual([releaseA]);
     expect(await check(tmp, claimA)).toEqual([claimA, releaseA]);
+
+    // Later runs start from the window that answered before, and stay right as it moves.
+    const [, claimAgain] = await appendCommits(repo.bare, repo.branch, [
+      ...otherPoolCommits('other', 'x', 1),
+      claim('a'),
+      ...otherPoolCommits('other', 'x', 201).slice(1),
+    ]);
+    expect(await check(tmp)).toEqual([claimAgain]);
+    expect(await check(tmp, releaseA)).toEqual([releaseA, claimAgain]);
+    expect(await check(tmp)).toEqual([claimAgain]);
+    expect(await check(tmp, claimAgain)).toEqual([claimAgain]);
   });
 
   it('gives two checks running at once the same right answer', async () => {
