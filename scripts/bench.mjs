@@ -432,6 +432,9 @@ async function measureContention(root, daemon) {
   const holds = [];
   const latencies = [];
   const inMs = [];
+  const lostRaces = { acquire: 0, release: 0 };
+  // `out` says so on stderr each time its push lost a race.
+  const races = (stderr) => (stderr.match(/the pool changed while taking/g) ?? []).length;
   const releaseMs = [];
   const startConnections = daemon.connections();
   const startPushes = daemon.pushes();
@@ -446,6 +449,7 @@ async function measureContention(root, daemon) {
         { args: [src], tmp },
       );
       latencies.push(acquired.ms);
+      lostRaces.acquire += races(acquired.stderr);
       const lock = lockName(acquired.result);
       const holdFrom = acquired.ended;
       await sleep(holdMs);
@@ -464,6 +468,7 @@ async function measureContention(root, daemon) {
       );
       holds.push({ worker: id, lock, from: holdFrom, to: releasing, released: released.ended });
       inMs.push(fetched.ms);
+      lostRaces.release += races(released.stderr);
       releaseMs.push(released.ms);
     }
     await rm(tmp, { recursive: true, force: true });
@@ -518,6 +523,8 @@ async function measureContention(root, daemon) {
     maxMs: Math.max(...latencies),
     connectionsPerAcquire: used / acquires,
     pushesPerAcquire: pushes / acquires,
+    lostRacesPerAcquire: lostRaces.acquire / acquires,
+    lostRacesPerRelease: lostRaces.release / acquires,
     inMedianMs: median(inMs),
     handoverMedianMs: median(handovers),
     releaseMedianMs: median(releaseMs),
@@ -588,6 +595,9 @@ function printTable(results, contentionResult) {
     );
     lines.push(
       `  git connections     ${c.connectionsPerAcquire.toFixed(1)} per acquire (${c.pushesPerAcquire.toFixed(1)} of them pushes)`,
+    );
+    lines.push(
+      `  lost races          ${c.lostRacesPerAcquire.toFixed(1)} per acquire, ${c.lostRacesPerRelease.toFixed(1)} per release`,
     );
     lines.push(
       `  in, release         median ${s(c.inMedianMs)} s, ${s(c.releaseMedianMs)} s; hand-over median ${s(c.handoverMedianMs)} s`,
