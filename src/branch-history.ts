@@ -1,56 +1,66 @@
-// A local copy of the branch's history for `in` and `check`, fetched as deep as the question needs.
-import { mkdir, readFile } from 'node:fs/promises';
+// A bare, shallow copy of the branch's recent history for `in` and `check`: a window of commits
+// from the tip, fetched in one connection and deepened only when the question reaches past it.
+// The oldest commits of a shallow window have no parents here, so they seem to add every file:
+// answers never rest on them (the window is deepened instead).
+import { copyFile, mkdir, readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { GitCommandError, OperationError } from './errors.js';
 import type { Git } from './git/git.js';
+import { readRef } from './git/refs.js';
 import { displayUri } from './logger.js';
 import { lockPath, type LockState } from './pool-state.js';
 
-/** A bare-bones local copy of the branch's history, fetched as deep as the question needs. */
+/** How much wider each deepening makes the window. */
+const DEEPEN_FACTOR = 4;
+
+export interface LockAtCommit {
+  /** The commit that last changed the lock, at or before the asked one. */
+  commit: string;
+  name: string;
+}
+
 export class BranchHistory {
-  private depth: number | undefined;
+  private depth = 0;
+  private fetchedTip: string | undefined;
 
   constructor(
     private readonly git: Git,
-    private readonly workdir: string,
+    /** The bare repository (kept between runs by `check`, private to the run otherwise). */
+    private readonly gitDir: string,
     private readonly uri: string,
     private readonly branch: string,
   ) {}
 
-  get trackingRef(): string {
-    return `refs/remotes/origin/${this.branch}`;
+  private get branchRef(): string {
+    return `refs/heads/${this.branch}`;
+  }
+
+  /** How many commits from the tip the copy holds, as last fetched. */
+  get window(): number {
+    return this.depth;
+  }
+
+  /** The branch tip as last fetched. */
+  get tip(): string {
+    if (this.fetchedTip === undefined) throw new Error('the branch was never fetched');
+    return this.fetchedTip;
   }
 
   run(args: readonly string[]): Promise<string> {
-    return this.git.run(args, { cwd: this.workdir });
+    return this.git.run(args, { cwd: this.gitDir });
   }
 
-  async fetch(depth?: number): Promise<void> {
-    await mkdir(this.workdir, { recursive: true });
-    await this.run(['init', '--quiet']);
-    await this.run(['remote', 'add', 'origin', this.uri]);
-    this.depth = depth;
-    // One commit deeper than asked: the version's own change needs its parent to diff against.
-    const deepen = depth === undefined ? [] : [`--depth=${depth + 1}`];
+  /** Fetches `depth` commits from the branch tip (objects already here are not sent again). */
+  async fetch(depth: number): Promise<void> {
     try {
-      await this.run([
-        'fetch',
-        '--quiet',
-        '--no-tags',
-        ...deepen,
-        'origin',
-        `+refs/heads/${this.branch}:${this.trackingRef}`,
-      ]);
+      if (await exists(join(this.gitDir, 'HEAD'))) await this.fetchDepth(depth);
+      else await this.clone(depth);
     } catch (error) {
       if (error instanceof GitCommandError) {
         // When the server cannot be reached either, the fetch's own message is the one to report.
-        const heads = await this.run([
-          'ls-remote',
-          '--heads',
-          '--',
-          'origin',
-          `refs/heads/${this.branch}`,
-        ]).catch(() => undefined);
+        const heads = await this.git
+          .run(['ls-remote', '--heads', '--', this.uri, this.branchRef])
+          .catch(() => undefined);
         if (heads?.trim() === '')
           throw new OperationError(
             `branch "${this.branch}" does not exist in ${displayUri(this.uri)}`,
@@ -60,74 +70,94 @@ export class BranchHistory {
     }
   }
 
-  private async deepen(): Promise<boolean> {
-    if ((await this.run(['rev-parse', '--is-shallow-repository'])).trim() !== 'true') return false;
-    this.depth = (this.depth ?? 1) * 4;
-    await this.run([
-      'fetch',
-      '--quiet',
+  /** A new copy: one process creates it and fetches the window. */
+  private async clone(depth: number): Promise<void> {
+    this.depth = depth;
+    await rm(this.gitDir, { recursive: true, force: true });
+    await mkdir(this.gitDir, { recursive: true });
+    await this.git.run([
+      'clone',
+      '--bare',
+      `--depth=${depth}`,
+      '--single-branch',
       '--no-tags',
-      `--deepen=${this.depth}`,
-      'origin',
-      `+refs/heads/${this.branch}:${this.trackingRef}`,
+      `--branch=${this.branch}`,
+      '--',
+      this.uri,
+      this.gitDir,
     ]);
+    this.fetchedTip =
+      (await readRef(this.gitDir, this.branchRef)) ??
+      (await this.run(['rev-parse', '--verify', `${this.branchRef}^{commit}`])).trim();
+  }
+
+  /** Widens the window; false when it already holds the whole history. */
+  async deepen(): Promise<boolean> {
+    if ((await this.shallowCommits()).size === 0) return false;
+    await this.fetchDepth(this.depth * DEEPEN_FACTOR);
     return true;
   }
 
-  private async shallowCommits(): Promise<Set<string>> {
-    const path = (await this.run(['rev-parse', '--git-path', 'shallow'])).trim();
+  private async fetchDepth(depth: number): Promise<void> {
+    this.depth = depth;
+    // --depth counts from the tip as it is now, so the window stays contiguous even when the
+    // branch moved (or was force-pushed) since the last fetch.
+    await this.run([
+      'fetch',
+      '--verbose',
+      '--no-tags',
+      '--no-show-forced-updates',
+      `--depth=${depth}`,
+      '--',
+      this.uri,
+      `+${this.branchRef}:refs/remotes/origin/${this.branch}`,
+    ]);
+    const head = await readFile(join(this.gitDir, 'FETCH_HEAD'), 'utf8');
+    const tip = /^[0-9a-f]{40,64}/.exec(head)?.[0];
+    if (!tip) throw new Error(`git fetch wrote no FETCH_HEAD for ${this.branchRef}`);
+    this.fetchedTip = tip;
+  }
+
+  /** Commits whose parents were cut off by the window (empty when the history is complete). */
+  async shallowCommits(): Promise<Set<string>> {
     try {
-      return new Set(
-        (await readFile(join(this.workdir, path), 'utf8')).split('\n').filter(Boolean),
-      );
+      const text = await readFile(join(this.gitDir, 'shallow'), 'utf8');
+      return new Set(text.split('\n').filter(Boolean));
     } catch {
       return new Set();
     }
   }
 
-  /** The full commit id of `version`, which must be in the branch's history. */
+  /**
+   * The full id of `version` (a full or abbreviated commit id) when it is on the branch inside
+   * the window, with its parents: `undefined` when the window does not reach it (yet).
+   */
+  async findInWindow(version: string): Promise<string | undefined> {
+    const wanted = version.toLowerCase();
+    // A put's implicit get asks about the tip it just made: no need to list the window.
+    if (this.tip.startsWith(wanted) && !(await this.shallowCommits()).has(this.tip))
+      return this.tip;
+    const out = await this.run(['rev-list', this.tip, '--']);
+    const matches = out.split('\n').filter((sha) => sha !== '' && sha.startsWith(wanted));
+    if (matches.length > 1)
+      throw new OperationError(`version ${version} is ambiguous: use the full commit id`);
+    const found = matches[0];
+    if (found === undefined || (await this.shallowCommits()).has(found)) return undefined;
+    return found;
+  }
+
+  /** `version` on the branch, deepening the window until it is inside; fails when it is not there. */
   async resolveOnBranch(version: string): Promise<string> {
     for (;;) {
-      const commit = await this.tryResolve(version);
-      if (commit && (await this.isAncestor(commit, this.trackingRef))) return commit;
+      const found = await this.findInWindow(version);
+      if (found) return found;
       if (!(await this.deepen())) break;
     }
     throw new OperationError(`version ${version} is not a commit on branch "${this.branch}"`);
   }
 
-  async tryResolve(version: string): Promise<string | undefined> {
-    try {
-      return (
-        (
-          await this.run([
-            'rev-parse',
-            '--verify',
-            '--quiet',
-            '--end-of-options',
-            `${version}^{commit}`,
-          ])
-        ).trim() || undefined
-      );
-    } catch {
-      return undefined;
-    }
-  }
-
-  async isAncestor(commit: string, of: string): Promise<boolean> {
-    try {
-      await this.run(['merge-base', '--is-ancestor', commit, of]);
-      return true;
-    } catch (error) {
-      if (error instanceof GitCommandError && error.exitCode === 1) return false;
-      throw error;
-    }
-  }
-
   /** The newest commit at or before `commit` that changed a lock of `pool`, and that lock's name. */
-  async lockCommitAt(
-    commit: string,
-    pool: string,
-  ): Promise<{ commit: string; name: string } | undefined> {
+  async lockCommitAt(commit: string, pool: string): Promise<LockAtCommit | undefined> {
     for (;;) {
       const shallow = await this.shallowCommits();
       const log = await this.run([
@@ -143,7 +173,6 @@ export class BranchHistory {
       for (const record of log.split('\x01').slice(1)) {
         const [header = '', ...paths] = record.split(/\n|\0/).filter((part) => part !== '');
         const sha = header.trim();
-        // A shallow copy's oldest commit seems to add every file: it says nothing until deepened.
         if (shallow.has(sha)) break;
         for (const path of paths) {
           const match = /^(?:claimed|unclaimed)\/([^/]+)$/.exec(path.slice(pool.length + 1));
@@ -155,7 +184,12 @@ export class BranchHistory {
     }
   }
 
-  async stateAt(commit: string, pool: string, name: string): Promise<LockState | undefined> {
+  /** Where the lock sits at `commit`, and its file's object id there. */
+  async lockAt(
+    commit: string,
+    pool: string,
+    name: string,
+  ): Promise<{ state: LockState; blob: string; regular: boolean } | undefined> {
     const out = await this.run([
       'ls-tree',
       '-z',
@@ -165,23 +199,67 @@ export class BranchHistory {
       lockPath(pool, 'unclaimed', name),
     ]);
     for (const entry of out.split('\0')) {
-      const path = entry.slice(entry.indexOf('\t') + 1);
-      if (path === lockPath(pool, 'claimed', name)) return 'claimed';
-      if (path === lockPath(pool, 'unclaimed', name)) return 'unclaimed';
+      const tab = entry.indexOf('\t');
+      const [mode = '', type = '', blob = ''] = entry.slice(0, tab).split(' ');
+      // A symlink or a folder is not a lock file: its "content" must never be written out.
+      const regular = type === 'blob' && mode !== '120000';
+      const path = entry.slice(tab + 1);
+      if (path === lockPath(pool, 'claimed', name)) return { state: 'claimed', blob, regular };
+      if (path === lockPath(pool, 'unclaimed', name)) return { state: 'unclaimed', blob, regular };
     }
     return undefined;
   }
 
+  /** Whether a commit after `commit` (up to the tip) touched `path`. */
   async touchedSince(commit: string, path: string): Promise<boolean> {
-    return (
-      (await this.run(['rev-list', '-n1', `${commit}..${this.trackingRef}`, '--', path])).trim() !==
-      ''
-    );
+    // --count always prints (see fetch), and answers in one quick command.
+    const count = await this.run(['rev-list', '--count', `${commit}..${this.tip}`, '--', path]);
+    return count.trim() !== '0';
   }
 
-  /** Writes the file as it is at `commit` into the working copy (byte for byte) and returns its path. */
-  async materialise(commit: string, path: string): Promise<string> {
-    await this.run(['checkout', '--quiet', commit, '--', path]);
-    return join(this.workdir, path);
+  /** Writes a blob's bytes, exactly, to `target`. */
+  async writeBlob(blob: string, target: string): Promise<void> {
+    // unpack-file writes the blob to a temporary file in the repository and prints its name.
+    const temporary = join(this.gitDir, (await this.run(['unpack-file', blob])).trim());
+    try {
+      await copyFile(temporary, target);
+    } finally {
+      await rm(temporary, { force: true });
+    }
+  }
+
+  /**
+   * The commits that touched `pool/`, oldest first: from `version` (inclusive) to the tip, or
+   * only the latest one when there is no version or it is not on the branch.
+   */
+  async poolCommits(pool: string, version: string | undefined): Promise<string[]> {
+    let from: string | undefined;
+    if (version) {
+      for (;;) {
+        from = await this.findInWindow(version);
+        if (from || !(await this.deepen())) break;
+      }
+    }
+    for (;;) {
+      const shallow = await this.shallowCommits();
+      const range = from ? ['--reverse', this.tip, '--not', `${from}^@`] : ['-1', this.tip];
+      const out = await this.run(['log', '--format=%H', ...range, '--', `${pool}/`]);
+      const commits = out.split('\n').filter(Boolean);
+      // A window's cut-off commits seem to add every file: such an answer needs a wider window.
+      // From a version inside the window the range ends there; the latest one needs finding.
+      const cut = commits.some((commit) => shallow.has(commit));
+      const complete = shallow.size === 0 || (!cut && (from !== undefined || commits.length > 0));
+      if (complete) return commits;
+      if (!(await this.deepen())) return commits;
+    }
+  }
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await stat(path);
+    return true;
+  } catch {
+    return false;
   }
 }

@@ -1,11 +1,18 @@
-// The git mechanism under the lock policy: one shallow working copy of the branch tip, reused
-// across attempts, and the handful of lock-level actions the policy needs. It never sleeps
-// and never decides; LockPool does both.
-import { lstat, mkdir, readFile, writeFile } from 'node:fs/promises';
+// The git mechanism under the lock policy: one bare, shallow copy of the branch tip, reused across
+// attempts, and the handful of lock-level actions the policy needs. It never sleeps and never
+// decides; LockPool does both.
+//
+// Cost is what keeps it here: every attempt is one depth-1 fetch (one connection), one ls-tree,
+// one fast-import that writes the commit straight from the tip's trees (no checkout, no index,
+// nothing proportional to the history or the pool's size on disk) and one push. simple-git
+// waits 50 ms after any command that printed nothing, so the commands chosen here all print.
+import { createHash } from 'node:crypto';
+import { mkdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CancelledError, OperationError, GitCommandError } from './errors.js';
 import type { Git } from './git/git.js';
 import { classifyPush, type PushOutcome, type PushRefused } from './git/push-outcome.js';
+import { readRef } from './git/refs.js';
 import { lockPath, type Change, type LockState, type PoolState } from './pool-state.js';
 import { displayUri } from './logger.js';
 import { lockNameProblem } from './lock-name.js';
@@ -18,9 +25,24 @@ export interface LockRepositoryOptions {
   workdir: string;
 }
 
+interface TreeEntry {
+  mode: string;
+  type: string;
+  id: string;
+}
+
+/** Where fast-import leaves each attempt's commit (only its object id matters). */
+const ATTEMPT_REF = 'refs/pool-resource/attempt';
+
 export class LockRepository {
   private initialised = false;
   private tip: string | undefined;
+  /** The pool's entries at `tip`, by path (from the last `pool()`). */
+  private entries = new Map<string, TreeEntry>();
+  private staged: { change: Change; effective: boolean } | undefined;
+  private identity: { author: string; committer: string } | undefined;
+  /** The last commit written, which `push` sends. */
+  private committed: string | undefined;
 
   constructor(
     private readonly git: Git,
@@ -35,14 +57,17 @@ export class LockRepository {
     return `refs/remotes/origin/${this.options.branch}`;
   }
 
-  private run(args: readonly string[], signal?: AbortSignal): Promise<string> {
-    return this.git.run(args, { cwd: this.options.workdir, signal });
+  private run(
+    args: readonly string[],
+    options: { input?: Buffer; signal?: AbortSignal } = {},
+  ): Promise<string> {
+    return this.git.run(args, { cwd: this.options.workdir, ...options });
   }
 
   /** The branch tip on the remote without fetching anything (cheap: one ls-remote). */
   async remoteTip(): Promise<string | undefined> {
-    await this.init();
-    const out = await this.run(['ls-remote', '--', 'origin', this.branchRef]);
+    // Needs no repository: runs in the private home.
+    const out = await this.git.run(['ls-remote', '--', this.options.uri, this.branchRef]);
     for (const line of out.split('\n')) {
       const [sha, ref] = line.split('\t');
       if (ref === this.branchRef && sha) return sha;
@@ -50,18 +75,11 @@ export class LockRepository {
     return undefined;
   }
 
-  /** Fetches the branch tip (depth 1) and makes the working copy exactly that commit. */
+  /** Fetches the branch tip (depth 1); the next attempt starts from exactly that commit. */
   async sync(): Promise<string> {
-    await this.init();
     try {
-      await this.run([
-        'fetch',
-        '--quiet',
-        '--no-tags',
-        '--depth=1',
-        'origin',
-        `+${this.branchRef}:${this.trackingRef}`,
-      ]);
+      if (this.initialised) await this.fetch(['--depth=1']);
+      else await this.cloneTip();
     } catch (error) {
       // Asked only to tell a missing branch apart; when the server cannot be reached either,
       // the fetch's own message is the one to report.
@@ -74,10 +92,35 @@ export class LockRepository {
       }
       throw error;
     }
-    await this.run(['checkout', '--quiet', '--force', '-B', this.options.branch, this.trackingRef]);
-    await this.run(['clean', '--quiet', '-ffdx']);
-    this.tip = (await this.run(['rev-parse', 'HEAD'])).trim();
-    return this.tip;
+    this.entries = new Map();
+    this.staged = undefined;
+    this.committed = undefined;
+    return this.synced();
+  }
+
+  /** The first sync: one process creates the bare copy and fetches the tip into it. */
+  private async cloneTip(): Promise<void> {
+    await rm(this.options.workdir, { recursive: true, force: true });
+    await mkdir(this.options.workdir, { recursive: true });
+    // The committer identity is only needed later: ask for it while the clone runs.
+    const identity = this.ident();
+    identity.catch(() => undefined);
+    await this.git.run([
+      'clone',
+      '--bare',
+      '--depth=1',
+      '--single-branch',
+      '--no-tags',
+      `--branch=${this.options.branch}`,
+      '--',
+      this.options.uri,
+      this.options.workdir,
+    ]);
+    this.initialised = true;
+    this.tip =
+      (await readRef(this.options.workdir, this.branchRef)) ??
+      (await this.run(['rev-parse', '--verify', `${this.branchRef}^{commit}`])).trim();
+    await identity;
   }
 
   /** The tip the working copy was last synced to. */
@@ -85,19 +128,21 @@ export class LockRepository {
     return this.tip;
   }
 
-  /** The pool as it is in the working copy; refuses when the pool's folders are missing. */
+  /** The pool as it is at the synced tip; refuses when the pool's folders are missing. */
   async pool(): Promise<PoolState> {
     const { pool } = this.options;
-    const out = await this.run(['ls-tree', '-r', '-t', '-z', 'HEAD', '--', `${pool}/`]);
+    const out = await this.run(['ls-tree', '-r', '-t', '-z', this.synced(), '--', `${pool}/`]);
     const claimed = new Set<string>();
     const unclaimed = new Set<string>();
     const irregular = new Map<string, string>();
     const folders = new Set<string>();
+    this.entries = new Map();
     for (const entry of out.split('\0')) {
       if (!entry) continue;
       const tab = entry.indexOf('\t');
-      const [mode, type] = entry.slice(0, tab).split(' ');
+      const [mode = '', type = '', id = ''] = entry.slice(0, tab).split(' ');
       const path = entry.slice(tab + 1);
+      this.entries.set(path, { mode, type, id });
       if (path === `${pool}/claimed` || path === `${pool}/unclaimed`) {
         if (type === 'tree') folders.add(path);
         continue;
@@ -125,52 +170,94 @@ export class LockRepository {
     return { claimed, unclaimed, irregular };
   }
 
-  /** Stages one change in the working copy. */
+  /** Stages one change for the next commit (nothing touches disk until `commit`). */
   async apply(change: Change): Promise<void> {
-    const { pool, workdir } = this.options;
+    let effective = true;
+    if (change.kind === 'write') {
+      const path = lockPath(this.options.pool, change.state, change.name);
+      const existing = this.entries.get(path);
+      if (existing && (existing.type !== 'blob' || existing.mode === '120000'))
+        throw new OperationError(`refusing to write ${path}: it is not a regular file`);
+      // Same bytes as the lock already has: an update that changes nothing.
+      effective = existing?.id !== blobId(change.content, existing?.id.length ?? 40);
+    }
+    this.staged = { change, effective };
+    return Promise.resolve();
+  }
+
+  /** Whether the staged change changes anything (an update with identical metadata does not). */
+  async hasStagedChanges(): Promise<boolean> {
+    return Promise.resolve(this.staged?.effective ?? false);
+  }
+
+  /** Writes the staged change as a commit on top of the synced tip; returns its id. */
+  async commit(message: string): Promise<string> {
+    const staged = this.staged;
+    if (!staged) throw new Error('nothing staged to commit');
+    const identity = await this.ident();
+    const body = Buffer.from(message.endsWith('\n') ? message : `${message}\n`);
+    const { pool } = this.options;
+    const { change } = staged;
+    const parts: Buffer[] = [
+      Buffer.from(
+        `commit ${ATTEMPT_REF}\nmark :1\n` +
+          `author ${identity.author} now\ncommitter ${identity.committer} now\n` +
+          `data ${body.length}\n`,
+      ),
+      body,
+      Buffer.from(`\nfrom ${this.synced()}\n`),
+    ];
     switch (change.kind) {
       case 'move':
-        await this.run([
-          'mv',
-          '--',
-          lockPath(pool, change.from, change.name),
-          lockPath(pool, change.to, change.name),
-        ]);
-        return;
+        parts.push(
+          Buffer.from(
+            `R ${quotePath(lockPath(pool, change.from, change.name))} ${quotePath(lockPath(pool, change.to, change.name))}\n`,
+          ),
+        );
+        break;
       case 'write': {
         const path = lockPath(pool, change.state, change.name);
-        await mkdir(join(workdir, pool, change.state), { recursive: true });
-        await refuseLink(join(workdir, path));
-        await writeFile(join(workdir, path), change.content);
-        await this.run(['add', '--', path]);
-        return;
+        const mode = this.entries.get(path)?.mode ?? '100644';
+        parts.push(
+          Buffer.from(`M ${mode} inline ${quotePath(path)}\ndata ${change.content.length}\n`),
+          change.content,
+          Buffer.from('\n'),
+        );
+        break;
       }
       case 'delete':
-        await this.run(['rm', '--quiet', '--', lockPath(pool, change.state, change.name)]);
-        return;
+        parts.push(Buffer.from(`D ${quotePath(lockPath(pool, change.state, change.name))}\n`));
+        break;
     }
-  }
-
-  /** Whether anything is staged (an update with identical metadata stages nothing). */
-  async hasStagedChanges(): Promise<boolean> {
-    try {
-      await this.run(['diff', '--cached', '--quiet']);
-      return false;
-    } catch (error) {
-      if (error instanceof GitCommandError && error.exitCode === 1) return true;
-      throw error;
-    }
-  }
-
-  async commit(message: string): Promise<string> {
-    await this.run(['commit', '--quiet', '--no-verify', '--cleanup=verbatim', '-m', message]);
-    return (await this.run(['rev-parse', 'HEAD'])).trim();
+    parts.push(Buffer.from('\nget-mark :1\ndone\n'));
+    const out = await this.run(
+      [
+        // A commit is a handful of objects: keep them loose rather than a pack per attempt.
+        '-c',
+        'fastimport.unpackLimit=100',
+        'fast-import',
+        '--quiet',
+        '--force',
+        '--done',
+        '--date-format=now',
+      ],
+      { input: Buffer.concat(parts) },
+    );
+    const id = out.trim().split('\n').pop() ?? '';
+    if (!/^[0-9a-f]{40,64}$/.test(id)) throw new Error(`git fast-import printed no commit: ${out}`);
+    this.committed = id;
+    return id;
   }
 
   async push(signal?: AbortSignal): Promise<PushOutcome> {
+    const commit = this.committed;
+    if (!commit) throw new Error('nothing committed to push');
     let out: string;
     try {
-      out = await this.run(['push', '--porcelain', 'origin', `HEAD:${this.branchRef}`], signal);
+      out = await this.run(
+        ['push', '--porcelain', '--', this.options.uri, `${commit}:${this.branchRef}`],
+        { signal },
+      );
     } catch (error) {
       // Without a verdict for our ref the push may or may not have landed: a transient failure.
       if (error instanceof GitCommandError) {
@@ -180,7 +267,7 @@ export class LockRepository {
       // No answer (timed out, connection lost) does not mean no push: the server may have moved
       // the branch before the client gave up. Retrying a release or an add that landed would
       // fail with "not claimed" or "already exists".
-      if (!(error instanceof CancelledError) && (await this.landed())) return 'pushed';
+      if (!(error instanceof CancelledError) && (await this.landed(commit))) return 'pushed';
       throw error;
     }
     const outcome = classifyPush(out, this.branchRef);
@@ -197,36 +284,32 @@ export class LockRepository {
   }
 
   /** Whether the remote branch tip is the commit we just tried to push. */
-  private async landed(): Promise<boolean> {
+  private async landed(commit: string): Promise<boolean> {
     try {
-      const [head, remote] = await Promise.all([this.run(['rev-parse', 'HEAD']), this.remoteTip()]);
-      return remote === head.trim();
+      return (await this.remoteTip()) === commit;
     } catch {
       return false;
     }
   }
 
   /**
-   * The newest commit in the working copy's history that touched this lock's file, deepening
-   * the shallow copy as needed (an update that changed nothing answers with it).
+   * The newest commit in the synced history that touched this lock's file, deepening the
+   * shallow copy as needed (an update that changed nothing answers with it).
    */
   async lastCommitOf(state: LockState, name: string): Promise<string> {
     const path = lockPath(this.options.pool, state, name);
-    for (let depth = 8; ; depth *= 4) {
-      const found = (await this.run(['log', '-1', '--format=%H', 'HEAD', '--', path])).trim();
-      const shallowBoundary =
-        (await this.run(['rev-parse', '--is-shallow-repository'])).trim() === 'true';
-      if (found && (!shallowBoundary || !(await this.isShallowBoundary(found)))) return found;
-      if (!shallowBoundary) return found || (this.tip ?? '');
-      await this.run([
-        'fetch',
-        '--quiet',
-        '--no-tags',
-        `--deepen=${depth}`,
-        'origin',
-        `+${this.branchRef}:${this.trackingRef}`,
-      ]);
+    // Bounded steps ending in --unshallow: git 2.39's --deepen can stop deepening after a long
+    // run of commits sharing one timestamp, so multiplying it alone may never get there.
+    for (const deepen of ['--deepen=8', '--deepen=128', '--unshallow', undefined]) {
+      const found = (
+        await this.run(['log', '-1', '--format=%H%n', this.synced(), '--', path])
+      ).trim();
+      const shallow = await this.shallowCommits();
+      if (found && !shallow.has(found)) return found;
+      if (!deepen || shallow.size === 0) return found || this.synced();
+      await this.fetch([deepen]);
     }
+    return this.synced();
   }
 
   /**
@@ -235,62 +318,102 @@ export class LockRepository {
    */
   async holds(claim: { name: string; commit: string }): Promise<boolean> {
     const claimedPath = lockPath(this.options.pool, 'claimed', claim.name);
-    for (const depth of [16, 256, 0]) {
-      try {
-        await this.run(['merge-base', '--is-ancestor', claim.commit, 'HEAD']);
+    for (const deepen of ['--deepen=16', '--deepen=256', '--unshallow', undefined]) {
+      const tip = this.synced();
+      if (await this.isAncestor(claim.commit, tip)) {
+        // `rev-list --count` always prints, so the answer costs one quick command.
         const since = await this.run([
           'rev-list',
-          '-n1',
-          `${claim.commit}..HEAD`,
+          '--count',
+          `${claim.commit}..${tip}`,
           '--',
           claimedPath,
         ]);
-        return since.trim() === '';
-      } catch (error) {
-        if (!(error instanceof GitCommandError) || error.exitCode !== 1) throw error;
+        return since.trim() === '0';
       }
-      if ((await this.run(['rev-parse', '--is-shallow-repository'])).trim() !== 'true')
-        return false;
-      const deepen = depth > 0 ? `--deepen=${depth}` : '--unshallow';
-      await this.run([
-        'fetch',
-        '--quiet',
-        '--no-tags',
-        deepen,
-        'origin',
-        `+${this.branchRef}:${this.trackingRef}`,
-      ]);
-      await this.run(['reset', '--quiet', '--hard', this.trackingRef]);
+      if (!deepen || (await this.shallowCommits()).size === 0) return false;
+      await this.fetch([deepen]);
     }
     return false;
   }
 
-  private async isShallowBoundary(commit: string): Promise<boolean> {
-    const shallow = await this.run(['rev-parse', '--git-path', 'shallow']);
+  /** False too when `commit` is unknown here (not fetched yet, or never on this branch). */
+  private async isAncestor(commit: string, of: string): Promise<boolean> {
     try {
-      const text = await readFile(join(this.options.workdir, shallow.trim()), 'utf8');
-      return text.split('\n').includes(commit);
-    } catch {
-      return false;
+      await this.run(['merge-base', '--is-ancestor', commit, of]);
+      return true;
+    } catch (error) {
+      if (error instanceof GitCommandError) return false;
+      throw error;
     }
   }
 
-  private async init(): Promise<void> {
-    if (this.initialised) return;
-    await mkdir(this.options.workdir, { recursive: true });
-    await this.run(['init', '--quiet']);
-    await this.run(['remote', 'add', 'origin', this.options.uri]);
-    this.initialised = true;
+  private synced(): string {
+    if (this.tip === undefined) throw new Error('the working copy was never synced');
+    return this.tip;
+  }
+
+  /** Fetches the branch into the tracking ref and takes the fetched tip from FETCH_HEAD. */
+  private async fetch(extra: readonly string[]): Promise<void> {
+    // --verbose: fetch always prints (see the header), and FETCH_HEAD names the tip we got.
+    await this.run([
+      'fetch',
+      '--verbose',
+      '--no-tags',
+      '--no-show-forced-updates',
+      ...extra,
+      '--',
+      this.options.uri,
+      `+${this.branchRef}:${this.trackingRef}`,
+    ]);
+    const head = await readFile(join(this.options.workdir, 'FETCH_HEAD'), 'utf8');
+    const tip = /^[0-9a-f]{40,64}/.exec(head)?.[0];
+    if (!tip) throw new Error(`git fetch wrote no FETCH_HEAD for ${this.branchRef}`);
+    this.tip = tip;
+  }
+
+  private async shallowCommits(): Promise<Set<string>> {
+    try {
+      const text = await readFile(join(this.options.workdir, 'shallow'), 'utf8');
+      return new Set(text.split('\n').filter(Boolean));
+    } catch {
+      return new Set();
+    }
+  }
+
+  private async ident(): Promise<{ author: string; committer: string }> {
+    if (this.identity) return this.identity;
+    // `git var` applies the same config and environment rules as `git commit` would.
+    // In the private home: the copy may not exist yet (this runs alongside the first clone).
+    const out = await this.git.run(['var', '-l']);
+    const read = (name: string) => {
+      const line = out.split('\n').find((l) => l.startsWith(`${name}=`));
+      const ident = line?.slice(name.length + 1).replace(/ \d+ [+-]\d{4}$/, '');
+      if (!ident) throw new Error(`git var printed no ${name}`);
+      return ident;
+    };
+    this.identity = { author: read('GIT_AUTHOR_IDENT'), committer: read('GIT_COMMITTER_IDENT') };
+    return this.identity;
   }
 }
 
-/** A symlinked lock path could make a write land outside the repository. */
-async function refuseLink(path: string): Promise<void> {
-  try {
-    const info = await lstat(path);
-    if (info.isSymbolicLink() || info.isDirectory())
-      throw new OperationError(`refusing to write ${path}: it is not a regular file`);
-  } catch (error) {
-    if (error instanceof OperationError) throw error;
+/** A path as fast-import reads it: C-style quoted when it holds anything unusual. */
+function quotePath(path: string): string {
+  if (/^[\x21-\x7e]*$/.test(path) && !path.startsWith('"')) return path;
+  let quoted = '"';
+  for (const byte of Buffer.from(path, 'utf8')) {
+    if (byte === 0x22 || byte === 0x5c) quoted += `\\${String.fromCharCode(byte)}`;
+    else if (byte === 0x0a) quoted += '\\n';
+    else if (byte < 0x20 || byte >= 0x7f) quoted += `\\${byte.toString(8).padStart(3, '0')}`;
+    else quoted += String.fromCharCode(byte);
   }
+  return `${quoted}"`;
+}
+
+/** The object id git gives a blob with these bytes (SHA-1 or SHA-256, by the repository's ids). */
+function blobId(content: Buffer, idLength: number): string {
+  const hash = createHash(idLength === 64 ? 'sha256' : 'sha1');
+  hash.update(`blob ${content.length}\0`);
+  hash.update(content);
+  return hash.digest('hex');
 }

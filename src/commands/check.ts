@@ -1,10 +1,20 @@
 // `check`: the commits on the branch that touched the pool, oldest first.
+import { createHash } from 'node:crypto';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CommandContext } from '../context.js';
+import { GitCommandError, describeError } from '../errors.js';
 import { parseCheckRequest } from '../request.js';
 import { requestSecrets } from '../request-secrets.js';
 import { openSession, registerSecrets } from '../session.js';
 import { BranchHistory } from '../branch-history.js';
+import { takeCachedCopy } from '../check-cache.js';
+
+/**
+ * Commits fetched from the tip. Checks run every minute or so, so the previous version is
+ * nearly always inside; the window widens fourfold when it is not.
+ */
+const CHECK_WINDOW = 32;
 
 export async function runCheck(ctx: CommandContext) {
   for (const secret of requestSecrets(ctx.stdin)) ctx.log.addSecret(secret);
@@ -13,28 +23,45 @@ export async function runCheck(ctx: CommandContext) {
   for (const warning of warnings) ctx.log.info(warning);
   const { source, version } = request;
   const { git, environment } = await openSession(source, ctx);
-  const history = new BranchHistory(
-    git,
-    join(environment.home, 'repository'),
-    source.uri,
-    source.branch,
+  const cached = await takeCachedCopy(ctx.env.TMPDIR, source.uri, source.branch, () =>
+    ctx.clock.now(),
   );
-  await history.fetch();
-  const tip = history.trackingRef;
-  const pool = `${source.pool}/`;
-  let range: string[] = ['-1', tip];
-  if (version) {
-    const commit = await history.tryResolve(version);
-    if (commit && (await history.isAncestor(commit, tip))) {
-      // Everything after the version's parents: the version itself (if it touched the pool) and
-      // what came later. A root commit has no parents, so the whole history.
-      range = ['--reverse', tip, '--not', `${commit}^@`];
-    }
+  ctx.onExit(async () => cached?.release());
+  try {
+    return await answer(cached?.dir ?? join(environment.home, 'repository'));
+  } catch (error) {
+    if (!cached || !(error instanceof GitCommandError)) throw error;
+    // A run killed mid-fetch can leave the copy unusable (a stale shallow.lock, say): drop it
+    // and answer from nothing rather than fail every check from now on.
+    ctx.log.info(`the cached copy of the branch failed (${describeError(error)}): starting afresh`);
+    await cached.discard();
+    return await answer(cached.dir);
+  } finally {
+    await cached?.release();
   }
-  const out = await history.run(['log', '--format=%H', ...range, '--', pool]);
-  return out
-    .split('\n')
-    .map((line) => line.trim())
-    .filter(Boolean)
-    .map((ref) => ({ ref }));
+
+  async function answer(dir: string) {
+    const history = new BranchHistory(git, dir, source.uri, source.branch);
+    // A pool that is quiet while others keep the branch busy needs a wide window every time:
+    // start from the one that answered last time (halving it when it proved wider than needed).
+    const remembered = join(dir, `pool-resource-window-${hash(source.pool)}`);
+    const start = cached ? await readWindow(remembered) : CHECK_WINDOW;
+    await history.fetch(start);
+    const commits = await history.poolCommits(source.pool, version);
+    if (cached) {
+      const next = history.window > start ? history.window : Math.floor(start / 2);
+      await writeFile(remembered, `${Math.max(CHECK_WINDOW, next)}\n`);
+    }
+    return commits.map((ref) => ({ ref }));
+  }
+}
+
+async function readWindow(path: string): Promise<number> {
+  const text = await readFile(path, 'utf8').catch(() => '');
+  const window = Number.parseInt(text, 10);
+  return Number.isSafeInteger(window) && window >= CHECK_WINDOW ? window : CHECK_WINDOW;
+}
+
+function hash(text: string): string {
+  return createHash('sha256').update(text).digest('hex').slice(0, 16);
 }

@@ -1,5 +1,5 @@
 // `in`: fetches the lock a version's commit is about, with the "no longer acquired" safety check.
-import { copyFile, lstat, mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CommandContext } from '../context.js';
 import { BranchHistory } from '../branch-history.js';
@@ -8,6 +8,9 @@ import { lockPath } from '../pool-state.js';
 import { parseInRequest } from '../request.js';
 import { requestSecrets } from '../request-secrets.js';
 import { lockResponse, openSession, registerSecrets } from '../session.js';
+
+/** Commits fetched from the tip at first (the window widens fourfold when a question needs it). */
+const IN_WINDOW = 16;
 
 export async function runIn(ctx: CommandContext) {
   for (const secret of requestSecrets(ctx.stdin)) ctx.log.addSecret(secret);
@@ -25,36 +28,38 @@ export async function runIn(ctx: CommandContext) {
     source.branch,
   );
 
-  await history.fetch(request.depth);
+  // A window from the tip: a put's implicit get asks about (or near) the tip, so one fetch of a
+  // few commits usually answers both the lock and the safety check. One commit deeper than
+  // `depth`, since the version's own change needs its parent to diff against.
+  await history.fetch(request.depth === undefined ? IN_WINDOW : request.depth + 1);
   const commit = await history.resolveOnBranch(version);
   const found = await history.lockCommitAt(commit, source.pool);
   if (!found)
     throw new OperationError(`commit ${version} is not about any lock in pool "${source.pool}"`);
   const { name, commit: lockCommit } = found;
-  const state = await history.stateAt(lockCommit, source.pool, name);
+  const lock = await history.lockAt(lockCommit, source.pool, name);
 
-  if (state === undefined) {
+  if (lock === undefined) {
     ctx.log.info(
       `lock "${name}" was removed from pool "${source.pool}" by ${lockCommit.slice(0, 12)}: no files written`,
     );
     return lockResponse(version, name, source.pool);
   }
+  const { state } = lock;
   if (
     state === 'claimed' &&
     (await history.touchedSince(lockCommit, lockPath(source.pool, 'claimed', name)))
   ) {
     throw new OperationError('error: lock instance is no longer acquired');
   }
-  const metadata = await history.materialise(lockCommit, lockPath(source.pool, state, name));
-  // A symlink "lock" would make copyFile read whatever it points at on this machine.
-  if (!(await lstat(metadata)).isFile()) {
+  if (!lock.regular) {
     throw new OperationError(
       `lock "${name}" in pool "${source.pool}" is not a regular file at ${lockCommit.slice(0, 12)}: fix the lock repository`,
     );
   }
   await mkdir(dest, { recursive: true });
+  await history.writeBlob(lock.blob, join(dest, 'metadata'));
   await writeFile(join(dest, 'name'), `${name}\n`);
-  await copyFile(metadata, join(dest, 'metadata'));
   ctx.log.info(`fetched lock: ${name} (${state}) from pool: ${source.pool}`);
   return lockResponse(version, name, source.pool);
 }

@@ -21,6 +21,8 @@ export interface GitRunOptions {
   cwd?: string;
   /** Overrides the run's signal (the compensating release runs after the run was cancelled). */
   signal?: AbortSignal;
+  /** Bytes written to the command's standard input (git fast-import streams). */
+  input?: Buffer;
 }
 
 export class Git {
@@ -44,6 +46,7 @@ export class Git {
       // simple-git refuses GIT_* variables unless they are listed: these are the ones we built.
       allowEnvironment: Object.keys(this.environment.env).filter((key) => key.startsWith('GIT_')),
       unsafe: this.environment.unsafe,
+      ...(options.input === undefined ? {} : { input: () => options.input }),
       errors: (error, result) => {
         if (result.exitCode === 0 && error === undefined) return undefined;
         if (signal.aborted) return error instanceof Error ? error : new Error('aborted');

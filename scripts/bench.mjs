@@ -1,0 +1,704 @@
+#!/usr/bin/env node
+// `npm run bench`: how the resource's cost grows with the lock repository's history and how it
+// behaves under contention, measured through the real assets/{check,in,out} over `git daemon` on
+// 127.0.0.1, next to the plain-git floor measured in the same run. Prints a table and writes
+// bench-results/bench-<time>.json.
+//
+//   node scripts/bench.mjs [--quick] [--sizes 100,10000,100000] [--reps 9]
+//                          [--workers 8] [--locks 2] [--rounds 3] [--hold-ms 200]
+//                          [--retry-delay 1s] [--no-contention] [--keep] [--out FILE]
+//
+// --quick takes 3 rounds per size instead of 9. Sizes take turns round by round, so a burst of
+// load from elsewhere on the machine lands on every size alike; the figures to compare are the
+// ratios within one run.
+import { spawn } from 'node:child_process';
+import { createServer, connect } from 'node:net';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir, cpus, loadavg } from 'node:os';
+import { join, resolve } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
+
+const ROOT = resolve(import.meta.dirname, '..');
+const ASSETS = join(ROOT, 'assets');
+const BRANCH = 'master';
+const POOL = 'pool';
+/** Locks in the measured pool; a few other pools make some commits irrelevant to `check`. */
+const POOL_LOCKS = 8;
+const OTHER_POOLS = ['other-a', 'other-b'];
+
+const { values: opts } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    sizes: { type: 'string' },
+    reps: { type: 'string' },
+    workers: { type: 'string', default: '8' },
+    locks: { type: 'string', default: '2' },
+    rounds: { type: 'string', default: '3' },
+    'hold-ms': { type: 'string', default: '200' },
+    // A short but realistic setting (the default is 10s): waiters poll once a second.
+    'retry-delay': { type: 'string', default: '1s' },
+    'no-contention': { type: 'boolean', default: false },
+    keep: { type: 'boolean', default: false },
+    out: { type: 'string' },
+  },
+});
+const sizes = (opts.sizes ?? '100,10000,100000').split(',').map(Number);
+const reps = Number(opts.reps ?? (opts.quick ? 3 : 9));
+const contention = {
+  workers: Number(opts.workers),
+  locks: Number(opts.locks),
+  rounds: Number(opts.rounds),
+  holdMs: Number(opts['hold-ms']),
+  retryDelay: opts['retry-delay'],
+};
+
+const GIT_ENV = {
+  PATH: process.env.PATH ?? '/usr/bin:/bin',
+  HOME: process.env.HOME ?? '/root',
+  GIT_CONFIG_NOSYSTEM: '1',
+  GIT_AUTHOR_NAME: 'Bench',
+  GIT_AUTHOR_EMAIL: 'bench@localhost',
+  GIT_COMMITTER_NAME: 'Bench',
+  GIT_COMMITTER_EMAIL: 'bench@localhost',
+  GIT_TERMINAL_PROMPT: '0',
+};
+
+/** Runs a program with pipes; resolves with its output, rejects on a non-zero exit. */
+function run(cmd, args, { cwd, env = GIT_ENV, input } = {}) {
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(cmd, args, { cwd, env, stdio: ['pipe', 'pipe', 'pipe'] });
+    const out = [];
+    const err = [];
+    child.stdout.on('data', (chunk) => out.push(chunk));
+    child.stderr.on('data', (chunk) => err.push(chunk));
+    child.stdin.on('error', () => undefined);
+    if (input !== undefined) child.stdin.end(input);
+    else child.stdin.end();
+    child.on('error', reject);
+    child.on('close', (code) => {
+      const stdout = Buffer.concat(out).toString('utf8');
+      const stderr = Buffer.concat(err).toString('utf8');
+      if (code === 0) resolvePromise({ stdout, stderr });
+      else reject(new Error(`${cmd} ${args.join(' ')} exited ${code}: ${stderr}${stdout}`));
+    });
+  });
+}
+
+const git = (cwd, ...args) => run('git', ['-c', 'gc.auto=0', ...args], { cwd });
+
+// ---------------------------------------------------------------------------------------------
+// Lock repositories of a given history length, written with git fast-import.
+
+/**
+ * A bare repository on `master` whose history has `commits` commits: the pools, then claims and
+ * releases taking turns over the locks (one in ten about another pool). Every lock of `pool` is
+ * unclaimed at the tip.
+ */
+async function buildRepository(path, commits, locks = POOL_LOCKS) {
+  await git(tmpdir(), 'init', '--quiet', '--bare', `--initial-branch=${BRANCH}`, path);
+  const parts = [];
+  let time = 1_600_000_000;
+  let mark = 0;
+  const commit = (message, changes) => {
+    mark++;
+    const body = Buffer.from(`${message}\n`);
+    parts.push(
+      `commit refs/heads/${BRANCH}\nmark :${mark}\ncommitter Bench <bench@localhost> ${time++} +0000\n`,
+      `data ${body.length}\n`,
+      body,
+      mark > 1 ? `from :${mark - 1}\n` : '',
+      ...changes.map((line) => `${line}\n`),
+      '\n',
+    );
+  };
+  const inline = (path, content) => {
+    const data = Buffer.from(content);
+    return `M 100644 inline ${path}\ndata ${data.length}\n${content}`;
+  };
+  const lockNames = Array.from({ length: locks }, (_, i) => `lock-${i}`);
+  const initial = [inline('README.md', 'locks\n')];
+  for (const pool of [POOL, ...OTHER_POOLS]) {
+    initial.push(inline(`${pool}/claimed/.gitkeep`, ''), inline(`${pool}/unclaimed/.gitkeep`, ''));
+    for (const name of lockNames)
+      initial.push(inline(`${pool}/unclaimed/${name}`, `{"pool":"${pool}","name":"${name}"}\n`));
+  }
+  commit('initial pools', initial);
+  // Pairs of claim + release, so every lock is unclaimed again at the tip.
+  let i = 0;
+  while (mark < commits) {
+    const pool = i % 10 === 9 ? OTHER_POOLS[i % OTHER_POOLS.length] : POOL;
+    const name = lockNames[i % lockNames.length];
+    const claimed = `${pool}/claimed/${name}`;
+    const unclaimed = `${pool}/unclaimed/${name}`;
+    commit(`claiming: ${name}`, [`R ${unclaimed} ${claimed}`]);
+    commit(`unclaiming: ${name}`, [`R ${claimed} ${unclaimed}`]);
+    i++;
+  }
+  const stream = [];
+  for (const part of parts) stream.push(typeof part === 'string' ? Buffer.from(part) : part);
+  await run('git', ['fast-import', '--quiet'], { cwd: path, input: Buffer.concat(stream) });
+  await git(path, 'repack', '-a', '-d', '-q');
+  const count = Number((await git(path, 'rev-list', '--count', BRANCH)).stdout.trim());
+  return count;
+}
+
+// ---------------------------------------------------------------------------------------------
+// git daemon on 127.0.0.1, its --verbose log counting connections.
+
+async function freePort() {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolvePort(port));
+    });
+  });
+}
+
+function accepts(port) {
+  return new Promise((resolveAccepts) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolveAccepts(true);
+    });
+    socket.once('error', () => resolveAccepts(false));
+  });
+}
+
+async function startDaemon(base) {
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const port = await freePort();
+    const child = spawn(
+      'git',
+      [
+        'daemon',
+        '--reuseaddr',
+        '--verbose',
+        '--export-all',
+        '--enable=receive-pack',
+        '--listen=127.0.0.1',
+        `--port=${port}`,
+        `--base-path=${base}`,
+        base,
+      ],
+      { stdio: ['ignore', 'ignore', 'pipe'], env: GIT_ENV },
+    );
+    let log = '';
+    child.stderr.setEncoding('utf8').on('data', (chunk) => (log += chunk));
+    let exited = false;
+    child.on('exit', () => (exited = true));
+    for (let i = 0; i < 100 && !exited; i++) {
+      if (await accepts(port)) {
+        // Our own probes count as connections too: start counting from here.
+        await sleep(100);
+        const offset = connections(log);
+        return {
+          url: (name) => `git://127.0.0.1:${port}/${name}`,
+          connections: () => connections(log) - offset,
+          pushes: () => (log.match(/Request receive-pack /g) ?? []).length,
+          stop: () =>
+            new Promise((done) => {
+              if (exited) return done();
+              child.once('exit', () => done());
+              child.kill('SIGTERM');
+            }),
+        };
+      }
+      await sleep(50);
+    }
+    child.kill('SIGKILL');
+  }
+  throw new Error('git daemon did not start');
+}
+
+function connections(log) {
+  return (log.match(/Connection from /g) ?? []).length;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The resource's scripts, run as Concourse runs them.
+
+async function script(name, request, { args = [], tmp }) {
+  const started = performance.now();
+  const child = spawn(join(ASSETS, name), args, {
+    stdio: ['pipe', 'pipe', 'pipe'],
+    env: { PATH: GIT_ENV.PATH, HOME: GIT_ENV.HOME, TMPDIR: tmp },
+  });
+  const out = [];
+  const err = [];
+  child.stdout.on('data', (chunk) => out.push(chunk));
+  child.stderr.on('data', (chunk) => err.push(chunk));
+  child.stdin.on('error', () => undefined);
+  child.stdin.end(JSON.stringify(request));
+  const code = await new Promise((done) => child.on('close', (c) => done(c)));
+  const ms = performance.now() - started;
+  const stdout = Buffer.concat(out).toString('utf8');
+  const stderr = Buffer.concat(err).toString('utf8');
+  if (code !== 0) throw new Error(`${name} exited ${code}: ${stderr}`);
+  return { ms, result: JSON.parse(stdout), stderr, started, ended: started + ms };
+}
+
+function source(uri, retryDelay = '1s') {
+  return { uri, branch: BRANCH, pool: POOL, retry_delay: retryDelay };
+}
+
+async function stepFolder(root, name) {
+  const src = await mkdtemp(join(root, 'src-'));
+  await mkdir(join(src, 'lock'));
+  await writeFile(join(src, 'lock', 'name'), `${name}\n`);
+  return src;
+}
+
+const lockName = (response) => response.metadata.find((m) => m.name === 'lock_name').value;
+
+// ---------------------------------------------------------------------------------------------
+// The plain-git floor: what one claim costs with git alone.
+
+async function plainGitClaim(url, work) {
+  const started = performance.now();
+  await git(tmpdir(), 'clone', '--quiet', '--depth=1', '--branch', BRANCH, url, work);
+  const names = (await git(work, 'ls-tree', '--name-only', 'HEAD', `${POOL}/unclaimed/`)).stdout
+    .split('\n')
+    .filter((path) => path && !path.endsWith('/.gitkeep'));
+  const name = names[0].slice(`${POOL}/unclaimed/`.length);
+  await git(work, 'mv', `${POOL}/unclaimed/${name}`, `${POOL}/claimed/${name}`);
+  await git(work, 'commit', '--quiet', '-m', `claiming: ${name}`);
+  await git(work, 'push', '--quiet', 'origin', `HEAD:refs/heads/${BRANCH}`);
+  const ms = performance.now() - started;
+  // Put it back (not measured).
+  await git(work, 'mv', `${POOL}/claimed/${name}`, `${POOL}/unclaimed/${name}`);
+  await git(work, 'commit', '--quiet', '-m', `unclaiming: ${name}`);
+  await git(work, 'push', '--quiet', 'origin', `HEAD:refs/heads/${BRANCH}`);
+  await rm(work, { recursive: true, force: true });
+  return ms;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+function median(values) {
+  if (values.length === 0) return NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+function percentile(values, p) {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+}
+
+/** Builds one size's repository and primes its warm check cache. */
+async function setupSize(root, daemon, commits) {
+  const name = `locks-${commits}.git`;
+  const building = performance.now();
+  const actual = await buildRepository(join(root, 'repos', name), commits);
+  const buildMs = performance.now() - building;
+  const url = daemon.url(name);
+  const warmTmp = await mkdtemp(join(root, 'warm-'));
+  // Concourse reuses the check container between checks: the warm cache lives in its TMPDIR.
+  const primed = await script('check', { source: source(url) }, { tmp: warmTmp });
+  return {
+    commits: actual,
+    buildMs,
+    url,
+    warmTmp,
+    lastVersion: primed.result.at(-1),
+    samples: { acquire: [], in: [], release: [], checkCold: [], checkWarm: [], floor: [] },
+    perOp: { acquire: 0, in: 0, release: 0, checkCold: 0, checkWarm: 0 },
+  };
+}
+
+/**
+ * One round of every measurement. Each step runs on every size before the next step, in a
+ * shuffled order, so that load from elsewhere on the machine lands on the sizes alike.
+ */
+async function measureRound(root, daemon, sizes, rep) {
+  const each = async (work) => {
+    const order = [...sizes].sort(() => Math.random() - 0.5);
+    for (const size of order) await work(size);
+  };
+  const counted = async (size, key, work) => {
+    const start = daemon.connections();
+    const result = await work();
+    size.perOp[key] += daemon.connections() - start;
+    size.samples[key].push(result.ms);
+    return result;
+  };
+  const round = new Map(
+    await Promise.all(
+      sizes.map(async (size) => [
+        size,
+        {
+          tmp: await mkdtemp(join(root, 'tmp-')),
+          src: await mkdtemp(join(root, 'src-')),
+          dest: await mkdtemp(join(root, 'dest-')),
+          cold: await mkdtemp(join(root, 'cold-')),
+        },
+      ]),
+    ),
+  );
+  await each(async (size) =>
+    size.samples.floor.push(
+      await plainGitClaim(size.url, join(root, `floor-${size.commits}-${rep}`)),
+    ),
+  );
+  await each(async (size) => {
+    const r = round.get(size);
+    r.acquired = await counted(size, 'acquire', () =>
+      script(
+        'out',
+        { source: source(size.url), params: { acquire: true } },
+        { args: [r.src], tmp: r.tmp },
+      ),
+    );
+  });
+  await each(async (size) => {
+    const r = round.get(size);
+    await counted(size, 'in', () =>
+      script(
+        'in',
+        { source: source(size.url), version: r.acquired.result.version },
+        { args: [r.dest], tmp: r.tmp },
+      ),
+    );
+  });
+  await each(async (size) => {
+    const r = round.get(size);
+    r.step = await stepFolder(root, lockName(r.acquired.result));
+    r.released = await counted(size, 'release', () =>
+      script(
+        'out',
+        { source: source(size.url), params: { release: 'lock' } },
+        { args: [r.step], tmp: r.tmp },
+      ),
+    );
+  });
+  await each(async (size) => {
+    const r = round.get(size);
+    r.coldCheck = await counted(size, 'checkCold', () =>
+      script('check', { source: source(size.url) }, { tmp: r.cold }),
+    );
+  });
+  await each(async (size) => {
+    const r = round.get(size);
+    r.warmCheck = await counted(size, 'checkWarm', () =>
+      script(
+        'check',
+        { source: source(size.url), version: size.lastVersion },
+        { tmp: size.warmTmp },
+      ),
+    );
+  });
+  for (const [size, r] of round) {
+    // Answers, not just timings: the warm check ends with this round's release, the cold one is it.
+    const { warmCheck: warm, coldCheck: cold, released } = r;
+    if (warm.result.at(-1)?.ref !== released.result.version.ref)
+      throw new Error(`warm check missed the release: ${JSON.stringify(warm.result)}`);
+    if (cold.result.length !== 1 || cold.result[0].ref !== released.result.version.ref)
+      throw new Error(
+        `cold check did not return the latest commit: ${JSON.stringify(cold.result)}`,
+      );
+    size.lastVersion = warm.result.at(-1);
+    await Promise.all(
+      [r.tmp, r.src, r.dest, r.step, r.cold].map((dir) => rm(dir, { recursive: true })),
+    );
+  }
+}
+
+function summarise(size) {
+  return {
+    commits: size.commits,
+    buildMs: size.buildMs,
+    medians: Object.fromEntries(Object.entries(size.samples).map(([k, v]) => [k, median(v)])),
+    samples: size.samples,
+    connections: Object.fromEntries(
+      Object.entries(size.perOp).map(([key, count]) => [key, count / reps]),
+    ),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Contention: N workers × R rounds of acquire → hold → in → release over M locks.
+
+async function measureContention(root, daemon) {
+  const { workers, locks, rounds, holdMs, retryDelay } = contention;
+  const name = 'contention.git';
+  await buildRepository(join(root, 'repos', name), 100, locks);
+  const url = daemon.url(name);
+  const holds = [];
+  const latencies = [];
+  const inMs = [];
+  const lostRaces = { acquire: 0, release: 0 };
+  // `out` says so on stderr each time its push lost a race.
+  const races = (stderr) => (stderr.match(/the pool changed while taking/g) ?? []).length;
+  const releaseMs = [];
+  const startConnections = daemon.connections();
+  const startPushes = daemon.pushes();
+  const started = performance.now();
+  const worker = async (id) => {
+    const tmp = await mkdtemp(join(root, `worker-${id}-`));
+    for (let round = 0; round < rounds; round++) {
+      const src = await mkdtemp(join(tmp, 'src-'));
+      const acquired = await script(
+        'out',
+        { source: source(url, retryDelay), params: { acquire: true } },
+        { args: [src], tmp },
+      );
+      latencies.push(acquired.ms);
+      lostRaces.acquire += races(acquired.stderr);
+      const lock = lockName(acquired.result);
+      const holdFrom = acquired.ended;
+      await sleep(holdMs);
+      const dest = await mkdtemp(join(tmp, 'dest-'));
+      const fetched = await script(
+        'in',
+        { source: source(url, retryDelay), version: acquired.result.version },
+        { args: [dest], tmp },
+      );
+      const step = await stepFolder(tmp, lock);
+      const releasing = performance.now();
+      const released = await script(
+        'out',
+        { source: source(url, retryDelay), params: { release: 'lock' } },
+        { args: [step], tmp },
+      );
+      holds.push({ worker: id, lock, from: holdFrom, to: releasing, released: released.ended });
+      inMs.push(fetched.ms);
+      lostRaces.release += races(released.stderr);
+      releaseMs.push(released.ms);
+    }
+    await rm(tmp, { recursive: true, force: true });
+  };
+  await Promise.all(Array.from({ length: workers }, (_, id) => worker(id)));
+  const elapsedMs = performance.now() - started;
+  const used = daemon.connections() - startConnections;
+  const pushes = daemon.pushes() - startPushes;
+
+  // Mutual exclusion, from our own clock: a lock's hold intervals never overlap.
+  let violations = 0;
+  const byLock = new Map();
+  for (const hold of holds) byLock.set(hold.lock, [...(byLock.get(hold.lock) ?? []), hold]);
+  for (const list of byLock.values()) {
+    list.sort((a, b) => a.from - b.from);
+    for (let i = 1; i < list.length; i++) if (list[i].from < list[i - 1].to) violations++;
+  }
+  // And from the branch's history: per lock, claims and releases take turns.
+  const subjects = (
+    await git(join(root, 'repos', name), 'log', '--reverse', '--format=%s', BRANCH)
+  ).stdout
+    .split('\n')
+    .filter((s) => /^(un)?claiming: /.test(s));
+  const held = new Set();
+  let historyViolations = 0;
+  for (const subject of subjects.slice(-(2 * workers * rounds))) {
+    const [verb, lock] = subject.split(': ');
+    if (verb === 'claiming') {
+      if (held.has(lock)) historyViolations++;
+      held.add(lock);
+    } else {
+      if (!held.has(lock)) historyViolations++;
+      held.delete(lock);
+    }
+  }
+  // Hand-over: from a release's put finishing to the next claim of that lock finishing.
+  const handovers = [];
+  for (const list of byLock.values())
+    for (let i = 1; i < list.length; i++) handovers.push(list[i].from - list[i - 1].released);
+  const acquires = latencies.length;
+  return {
+    workers,
+    locks,
+    rounds,
+    holdMs,
+    retryDelay,
+    acquires,
+    elapsedMs,
+    throughput: acquires / (elapsedMs / 1000),
+    p50Ms: percentile(latencies, 50),
+    p95Ms: percentile(latencies, 95),
+    maxMs: Math.max(...latencies),
+    connectionsPerAcquire: used / acquires,
+    pushesPerAcquire: pushes / acquires,
+    lostRacesPerAcquire: lostRaces.acquire / acquires,
+    lostRacesPerRelease: lostRaces.release / acquires,
+    inMedianMs: median(inMs),
+    handoverMedianMs: median(handovers),
+    releaseMedianMs: median(releaseMs),
+    violations: violations + historyViolations,
+    // Who held which lock when (ms since the run started), for looking into fairness.
+    holds: holds
+      .sort((a, b) => a.from - b.from)
+      .map((h) => ({
+        worker: h.worker,
+        lock: h.lock,
+        from: Math.round(h.from - started),
+        to: Math.round(h.to - started),
+      })),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+const s = (ms) => (ms / 1000).toFixed(3);
+const ratio = (a, b) => (a / b).toFixed(2);
+const pad = (text, width) => String(text).padEnd(width);
+
+function printTable(results, contentionResult) {
+  const lines = [];
+  const cols = results.map((r) => `${r.commits} commits`);
+  const width = 16;
+  lines.push(
+    pad('median (s)', 26) + cols.map((c) => pad(c, width)).join('') + 'largest / smallest',
+  );
+  const rows = [
+    ['acquire', 'acquire'],
+    ['in', 'in'],
+    ['check, cold', 'checkCold'],
+    ['check, warm', 'checkWarm'],
+    ['release', 'release'],
+    ['plain git (floor)', 'floor'],
+  ];
+  const first = results[0];
+  const last = results.at(-1);
+  for (const [label, key] of rows) {
+    lines.push(
+      pad(label, 26) +
+        results.map((r) => pad(s(r.medians[key]), width)).join('') +
+        ratio(last.medians[key], first.medians[key]),
+    );
+  }
+  lines.push(
+    pad('acquire / floor', 26) +
+      results.map((r) => pad(ratio(r.medians.acquire, r.medians.floor), width)).join(''),
+  );
+  lines.push('');
+  lines.push(pad('git connections per op', 26) + cols.map((c) => pad(c, width)).join(''));
+  for (const [label, key] of rows.slice(0, 5)) {
+    lines.push(
+      pad(label, 26) + results.map((r) => pad(r.connections[key].toFixed(1), width)).join(''),
+    );
+  }
+  if (contentionResult) {
+    const c = contentionResult;
+    lines.push('');
+    lines.push(
+      `contention: ${c.workers} workers × ${c.locks} locks × ${c.rounds} rounds, hold ${c.holdMs} ms, retry_delay ${c.retryDelay}`,
+    );
+    lines.push(`  acquires            ${c.acquires} in ${s(c.elapsedMs)} s`);
+    lines.push(`  throughput          ${c.throughput.toFixed(2)} acquires/s`);
+    lines.push(
+      `  acquire latency     p50 ${s(c.p50Ms)} s, p95 ${s(c.p95Ms)} s, max ${s(c.maxMs)} s`,
+    );
+    lines.push(
+      `  git connections     ${c.connectionsPerAcquire.toFixed(1)} per acquire (${c.pushesPerAcquire.toFixed(1)} of them pushes)`,
+    );
+    lines.push(
+      `  lost races          ${c.lostRacesPerAcquire.toFixed(1)} per acquire, ${c.lostRacesPerRelease.toFixed(1)} per release`,
+    );
+    lines.push(
+      `  in, release         median ${s(c.inMedianMs)} s, ${s(c.releaseMedianMs)} s; hand-over median ${s(c.handoverMedianMs)} s`,
+    );
+    lines.push(`  mutual exclusion    ${c.violations} violations`);
+  }
+  lines.push('');
+  lines.push('targets (ratios within this run)');
+  for (const [label, ok] of targets(results, contentionResult))
+    lines.push(`  ${ok ? 'met    ' : 'NOT MET'}  ${label}`);
+  return lines.join('\n');
+}
+
+function targets(results, c) {
+  const first = results[0];
+  const last = results.at(-1);
+  const list = [];
+  for (const [label, key] of [
+    ['acquire', 'acquire'],
+    ['in', 'in'],
+    ['check, cold', 'checkCold'],
+    ['check, warm', 'checkWarm'],
+  ]) {
+    const r = last.medians[key] / first.medians[key];
+    list.push([
+      `${label} at ${last.commits} commits within 1.3× of ${first.commits}: ${r.toFixed(2)}×`,
+      r <= 1.3,
+    ]);
+  }
+  for (const r of results) {
+    const ratio = r.medians.acquire / r.medians.floor;
+    list.push([
+      `acquire within 2× of plain git at ${r.commits} commits: ${ratio.toFixed(2)}×`,
+      ratio <= 2,
+    ]);
+  }
+  if (c) {
+    list.push([
+      `throughput at least 1.6 acquires/s: ${c.throughput.toFixed(2)}`,
+      c.throughput >= 1.6,
+    ]);
+    list.push([`p95 acquire latency at most 6 s: ${s(c.p95Ms)} s`, c.p95Ms <= 6000]);
+    list.push([
+      `at most 15 git connections per acquire: ${c.connectionsPerAcquire.toFixed(1)}`,
+      c.connectionsPerAcquire <= 15,
+    ]);
+    list.push([`no mutual-exclusion violation: ${c.violations}`, c.violations === 0]);
+  }
+  return list;
+}
+
+async function main() {
+  const loadBefore = loadavg();
+  const root = await mkdtemp(join(tmpdir(), 'pool-bench-'));
+  await mkdir(join(root, 'repos'));
+  const daemon = await startDaemon(join(root, 'repos'));
+  const results = [];
+  let contentionResult;
+  try {
+    const prepared = [];
+    for (const commits of sizes) {
+      process.stderr.write(`building a lock repository of ${commits} commits…\n`);
+      prepared.push(await setupSize(root, daemon, commits));
+    }
+    for (let rep = 0; rep < reps; rep++) {
+      process.stderr.write(`round ${rep + 1} of ${reps}…\n`);
+      await measureRound(root, daemon, prepared, rep);
+    }
+    results.push(...prepared.map(summarise));
+    if (!opts['no-contention']) {
+      process.stderr.write(
+        `contention: ${contention.workers} workers × ${contention.locks} locks × ${contention.rounds} rounds…\n`,
+      );
+      contentionResult = await measureContention(root, daemon);
+    }
+  } finally {
+    await daemon.stop();
+    if (opts.keep) process.stderr.write(`kept ${root}\n`);
+    else await rm(root, { recursive: true, force: true });
+  }
+  const load = { before: loadBefore, after: loadavg() };
+  const table = `${printTable(results, contentionResult)}\n\nload average (1, 5, 15 min) before ${load.before
+    .map((v) => v.toFixed(2))
+    .join(
+      ', ',
+    )}; after ${load.after.map((v) => v.toFixed(2)).join(', ')} on ${cpus().length} cores`;
+  process.stdout.write(`${table}\n`);
+  const report = {
+    date: new Date().toISOString(),
+    machine: { cpus: cpus().length, node: process.version, load },
+    git: (await run('git', ['--version'])).stdout.trim(),
+    options: { sizes, reps, contention, quick: opts.quick },
+    sizes: results,
+    contention: contentionResult,
+    table,
+  };
+  const file =
+    opts.out ?? join(ROOT, 'bench-results', `bench-${report.date.replace(/[:.]/g, '-')}.json`);
+  await mkdir(resolve(file, '..'), { recursive: true });
+  await writeFile(file, `${JSON.stringify(report, null, 2)}\n`);
+  process.stdout.write(`results written to ${file}\n`);
+}
+
+await main();

@@ -1,0 +1,89 @@
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createGitEnvironment, type GitEnvironment } from '../../src/git/environment.js';
+import { Git } from '../../src/git/git.js';
+import { LockRepository } from '../../src/lock-repository.js';
+import { parseCheckRequest } from '../../src/request.js';
+import { appendCommits, otherPoolCommits } from '../helpers/long-history.js';
+import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
+
+let repo: LockRepo;
+let environment: GitEnvironment | undefined;
+afterEach(async () => {
+  await environment?.dispose();
+  await repo?.cleanup();
+});
+
+async function openRepository(): Promise<LockRepository> {
+  const { source } = parseCheckRequest(
+    JSON.stringify({ source: { uri: repo.bare, branch: repo.branch, pool: 'pool' } }),
+  ).request;
+  environment = await createGitEnvironment(source, { PATH: process.env.PATH });
+  const git = new Git(environment, new AbortController().signal, 60_000);
+  return new LockRepository(git, {
+    uri: source.uri,
+    branch: source.branch,
+    pool: source.pool,
+    workdir: join(environment.home, 'repository'),
+  });
+}
+
+describe('the lock repository after a push whose outcome was never seen', () => {
+  it('tells whether the remote still carries the claim, however far back it is', async () => {
+    repo = await createLockRepo({ pool: { unclaimed: ['a', 'b'] }, other: { unclaimed: ['x'] } });
+    const store = await openRepository();
+    await store.sync();
+    expect((await store.pool()).unclaimed).toEqual(new Set(['a', 'b']));
+    await store.apply({ kind: 'move', name: 'a', from: 'unclaimed', to: 'claimed' });
+    expect(await store.hasStagedChanges()).toBe(true);
+    const commit = await store.commit('claiming: a\n');
+    expect(await store.push()).toBe('pushed');
+    expect(await repo.tip()).toBe(commit);
+
+    // Others kept working: hundreds of commits, none touching `a`.
+    await appendCommits(repo.bare, repo.branch, otherPoolCommits('other', 'x', 300));
+    await store.sync();
+    expect(await store.holds({ name: 'a', commit })).toBe(true);
+
+    // Then `a` was released and many more commits followed.
+    await appendCommits(repo.bare, repo.branch, [
+      { message: 'unclaiming: a', changes: ['R pool/claimed/a pool/unclaimed/a'] },
+      ...otherPoolCommits('other', 'x', 300),
+    ]);
+    await store.sync();
+    expect(await store.holds({ name: 'a', commit })).toBe(false);
+  });
+
+  it('does not hold a claim whose push never landed', async () => {
+    repo = await createLockRepo({ pool: { unclaimed: ['a'] } });
+    const store = await openRepository();
+    await store.sync();
+    await store.apply({ kind: 'move', name: 'a', from: 'unclaimed', to: 'claimed' });
+    const commit = await store.commit('claiming: a\n');
+    await store.sync();
+    expect(await store.holds({ name: 'a', commit })).toBe(false);
+  });
+
+  it('loses a race against a push it did not see, then wins from the new tip', async () => {
+    repo = await createLockRepo({ pool: { unclaimed: ['a', 'b'] } });
+    const store = await openRepository();
+    await store.sync();
+    await store.pool();
+    await store.apply({ kind: 'move', name: 'a', from: 'unclaimed', to: 'claimed' });
+    await store.commit('claiming: a\n');
+    await appendCommits(repo.bare, repo.branch, [
+      { message: 'claiming: b', changes: ['R pool/unclaimed/b pool/claimed/b'] },
+    ]);
+    expect(await store.push()).toBe('rejected');
+    await store.sync();
+    expect(await store.pool()).toEqual({
+      claimed: new Set(['b']),
+      unclaimed: new Set(['a']),
+      irregular: new Map(),
+    });
+    await store.apply({ kind: 'move', name: 'a', from: 'unclaimed', to: 'claimed' });
+    await store.commit('claiming: a\n');
+    expect(await store.push()).toBe('pushed');
+    expect(await repo.state('pool')).toEqual({ claimed: ['a', 'b'], unclaimed: [] });
+  });
+});
