@@ -1,6 +1,6 @@
 // `check`: the commits on the branch that touched the pool, oldest first.
 import { createHash } from 'node:crypto';
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CommandContext } from '../context.js';
 import { GitCommandError, describeError } from '../errors.js';
@@ -27,17 +27,27 @@ export async function runCheck(ctx: CommandContext) {
     ctx.clock.now(),
   );
   ctx.onExit(async () => cached?.release());
+  const reused = cached !== undefined && (await isRepository(cached.dir));
   try {
     return await answer(cached?.dir ?? join(environment.home, 'repository'));
   } catch (error) {
-    if (!cached || !(error instanceof GitCommandError)) throw error;
+    if (!cached || !reused || !(error instanceof GitCommandError)) throw error;
     // A run killed mid-fetch can leave the copy unusable (a stale shallow.lock, say): drop it
-    // and answer from nothing rather than fail every check from now on.
+    // and answer from nothing rather than fail every check from now on. When the remote is what
+    // failed, starting afresh would only fail again: report the remote's own words.
+    if (!(await reachable())) throw error;
     ctx.log.info(`the cached copy of the branch failed (${describeError(error)}): starting afresh`);
     await cached.discard();
     return await answer(cached.dir);
   } finally {
     await cached?.release();
+  }
+
+  async function reachable(): Promise<boolean> {
+    return git.run(['ls-remote', '--heads', '--', source.uri]).then(
+      () => true,
+      () => false,
+    );
   }
 
   async function answer(dir: string) {
@@ -64,4 +74,11 @@ async function readWindow(path: string): Promise<number> {
 
 function hash(text: string): string {
   return createHash('sha256').update(text).digest('hex').slice(0, 16);
+}
+
+async function isRepository(dir: string): Promise<boolean> {
+  return stat(join(dir, 'HEAD')).then(
+    () => true,
+    () => false,
+  );
 }

@@ -114,7 +114,7 @@ describe('check', () => {
     const missing = join(repo.root, 'missing.git');
     refused(
       await check(undefined, { uri: missing }),
-      `error: git fetch failed (exit 128): fatal: '${missing}' does not appear to be a git repository`,
+      `error: git clone failed (exit 128): fatal: repository '${missing}' does not exist`,
     );
   });
 

@@ -68,7 +68,7 @@ describe('holder-aware waiting progress', () => {
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(
       new RegExp(
-        `^waiting for lock: lock "lock-a" in pool "pool" is claimed; held by https://ci\\.example\\.com/builds/1 since ${claimedAt} \\(for \\d+(\\.\\d)?s\\)$`,
+        `^waiting for lock: lock "lock-a" in pool "pool" is claimed; held by https://ci\\.example\\.com/builds/1 since ${claimedAt} \\(for \\d+(\\.\\d)?m?s\\)$`,
       ),
     );
   });

@@ -174,7 +174,7 @@ describe('SIGKILL', () => {
       { source: source(`git://127.0.0.1:${silent.port}/locks.git`), params: { acquire: true } },
       await stepFolder('unused'),
     );
-    await waitForProcess(run, /git.* fetch/);
+    await waitForProcess(run, /git.* (fetch|clone)/);
     const killed = await stop(run, 'SIGKILL');
     expect(killed.signal).toBe('SIGKILL');
     expect(killed.eofAfterSignal).toBeLessThan(1000);
@@ -211,7 +211,7 @@ describe('a remote that accepts connections and never answers', () => {
         },
         await stepFolder('unused'),
       );
-      await waitForProcess(run, /git.* fetch/);
+      await waitForProcess(run, /git.* (fetch|clone)/);
       const stopped = await stop(run, 'SIGTERM');
       expect(stopped.code).toBe(143);
       expect(stopped.stdout).toBe('');
@@ -254,7 +254,7 @@ describe('a remote that accepts connections and never answers', () => {
     expect(result.code).toBe(1);
     expect(result.stdout).toBe('');
     expect(result.stderr).toMatch(
-      /^error: .*git fetch timed out after 500ms \(source\.git_timeout\)$/m,
+      /^error: .*git (fetch|clone) timed out after 500ms \(source\.git_timeout\)$/m,
     );
     expect(await run.leftovers()).toEqual([]);
   });

@@ -295,7 +295,15 @@ describe('secrets', () => {
     outputs.push(ok, refused);
     expect(ok.code).toBe(0);
     expect(refused.code).toBe(1);
-    expect(await readdir(scratch)).toEqual([]);
+    // Only check's cached copy of the branch stays (Concourse reuses check containers), and
+    // nothing in it holds key material.
+    expect(await readdir(scratch)).toEqual(['pool-resource-check']);
+    const keyLine = source().private_key.split('\n')[1]!;
+    for (const entry of await readdir(scratch, { recursive: true, withFileTypes: true })) {
+      if (!entry.isFile()) continue;
+      const text = await readFile(join(entry.parentPath, entry.name), 'latin1');
+      expect(text.includes(keyLine), entry.name).toBe(false);
+    }
     await rm(scratch, { recursive: true, force: true });
   });
 });
