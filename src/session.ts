@@ -4,7 +4,8 @@ import type { CommandContext } from './context.js';
 import { createGitEnvironment, type GitEnvironment } from './git/environment.js';
 import { Git } from './git/git.js';
 import { uriPassword } from './logger.js';
-import type { Source } from './request.js';
+import type { Parsed, Source } from './request.js';
+import { requestSecrets } from './request-secrets.js';
 
 export interface Session {
   git: Git;
@@ -33,6 +34,21 @@ export function registerSecrets(source: Source, ctx: CommandContext): void {
 function basicCredentials(user: string | undefined, password: string | undefined) {
   if (password === undefined) return undefined;
   return Buffer.from(`${user ?? ''}:${password}`).toString('base64');
+}
+
+/**
+ * Parses a script's request: its secrets are masked first (even when parsing fails, so a
+ * password pasted into the wrong field is never quoted back), then its warnings are shown.
+ */
+export function readRequest<T extends { source: Source }>(
+  ctx: CommandContext,
+  parse: (text: string) => Parsed<T>,
+): T {
+  for (const secret of requestSecrets(ctx.stdin)) ctx.log.addSecret(secret);
+  const { request, warnings } = parse(ctx.stdin);
+  registerSecrets(request.source, ctx);
+  for (const warning of warnings) ctx.log.info(warning);
+  return request;
 }
 
 export async function openSession(source: Source, ctx: CommandContext): Promise<Session> {

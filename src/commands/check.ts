@@ -5,8 +5,7 @@ import { join } from 'node:path';
 import type { CommandContext } from '../context.js';
 import { GitCommandError, describeError } from '../errors.js';
 import { parseCheckRequest } from '../request.js';
-import { requestSecrets } from '../request-secrets.js';
-import { openSession, registerSecrets } from '../session.js';
+import { openSession, readRequest } from '../session.js';
 import { BranchHistory } from '../branch-history.js';
 import { takeCachedCopy } from '../check-cache.js';
 
@@ -17,10 +16,7 @@ import { takeCachedCopy } from '../check-cache.js';
 const CHECK_WINDOW = 32;
 
 export async function runCheck(ctx: CommandContext) {
-  for (const secret of requestSecrets(ctx.stdin)) ctx.log.addSecret(secret);
-  const { request, warnings } = parseCheckRequest(ctx.stdin);
-  registerSecrets(request.source, ctx);
-  for (const warning of warnings) ctx.log.info(warning);
+  const request = readRequest(ctx, parseCheckRequest);
   const { source, version } = request;
   const { git, environment } = await openSession(source, ctx);
   const cached = await takeCachedCopy(ctx.env.TMPDIR, source.uri, source.branch, () =>

@@ -6,17 +6,13 @@ import { BranchHistory } from '../branch-history.js';
 import { ConfigurationError, OperationError } from '../errors.js';
 import { lockPath } from '../pool-state.js';
 import { parseInRequest } from '../request.js';
-import { requestSecrets } from '../request-secrets.js';
-import { lockResponse, openSession, registerSecrets } from '../session.js';
+import { lockResponse, openSession, readRequest } from '../session.js';
 
 /** Commits fetched from the tip at first (the window widens fourfold when a question needs it). */
 const IN_WINDOW = 16;
 
 export async function runIn(ctx: CommandContext) {
-  for (const secret of requestSecrets(ctx.stdin)) ctx.log.addSecret(secret);
-  const { request, warnings } = parseInRequest(ctx.stdin);
-  registerSecrets(request.source, ctx);
-  for (const warning of warnings) ctx.log.info(warning);
+  const request = readRequest(ctx, parseInRequest);
   const dest = ctx.args[0];
   if (!dest) throw new ConfigurationError(['usage: in DESTINATION_DIRECTORY']);
   const { source, version } = request;

@@ -1,25 +1,17 @@
 // `out`: one put, exactly one operation, through the lock policy.
 import { readFile, realpath, stat } from 'node:fs/promises';
 import { isAbsolute, join, relative, resolve } from 'node:path';
-import { buildInfoFromEnv, commitMessage } from '../build-info.js';
+import { buildInfoFromEnv } from '../build-info.js';
 import type { CommandContext } from '../context.js';
 import { ConfigurationError, OperationError } from '../errors.js';
-import { LockPool } from '../lock-pool.js';
-import { runReleasingAbandonedClaim } from '../abandoned-claim.js';
 import { lockNameProblem, printable } from '../lock-name.js';
 import type { ResolvedOperation } from '../lock-operation.js';
-import { LockRepository } from '../lock-repository.js';
-import { holderLookup } from '../lock-holders.js';
-import { ProgressReporter } from '../progress.js';
+import { runLockOperation } from '../lock-run.js';
 import { parseOutRequest, type OutOperation } from '../request.js';
-import { requestSecrets } from '../request-secrets.js';
-import { lockResponse, openSession, registerSecrets } from '../session.js';
+import { lockResponse, openSession, readRequest } from '../session.js';
 
 export async function runOut(ctx: CommandContext) {
-  for (const secret of requestSecrets(ctx.stdin)) ctx.log.addSecret(secret);
-  const { request, warnings } = parseOutRequest(ctx.stdin);
-  registerSecrets(request.source, ctx);
-  for (const warning of warnings) ctx.log.info(warning);
+  const request = readRequest(ctx, parseOutRequest);
   const src = ctx.args[0];
   if (!src)
     throw new ConfigurationError([
@@ -29,86 +21,15 @@ export async function runOut(ctx: CommandContext) {
   const { source } = request;
 
   const { git, environment } = await openSession(source, ctx);
-  const location = { uri: source.uri, branch: source.branch, pool: source.pool };
-  const repository = new LockRepository(git, {
-    ...location,
-    workdir: join(environment.home, 'repository'),
+  const outcome = await runLockOperation(ctx, operation, {
+    git,
+    home: environment.home,
+    source,
+    build: buildInfoFromEnv(ctx.env),
+    waitTimeoutMs: request.waitTimeoutMs,
+    claimer: 'the put',
   });
-  const build = buildInfoFromEnv(ctx.env);
-  const token = ctx.newToken();
-  const pool = new LockPool(
-    repository,
-    ctx.clock,
-    new ProgressReporter(
-      ctx.log,
-      () => ctx.clock.now(),
-      holderLookup(git, source, environment.home, ctx.signal, request.waitTimeoutMs),
-    ),
-    {
-      pool: source.pool,
-      retryDelayMs: source.retryDelayMs,
-      waitTimeoutMs: request.waitTimeoutMs,
-      message: (subject, claiming) =>
-        commitMessage(
-          subject,
-          build,
-          claiming ? { token, at: new Date(ctx.clock.now()) } : undefined,
-        ),
-    },
-    ctx.signal,
-  );
-
-  const run = runReleasingAbandonedClaim(ctx, pool, source, build, 'the put');
-
-  ctx.log.info(startLine(operation, source.pool));
-  const outcome = await run(operation);
-  ctx.log.info(doneLine(operation, outcome.name, outcome.ref));
   return lockResponse(outcome.ref, outcome.name, source.pool);
-}
-
-export function startLine(operation: ResolvedOperation, pool: string): string {
-  switch (operation.kind) {
-    case 'acquire':
-      return `acquiring lock on: ${pool}`;
-    case 'claim':
-      return `claiming lock: ${operation.name} on: ${pool}`;
-    case 'release':
-      return `releasing lock: ${operation.name} on: ${pool}`;
-    case 'remove':
-      return `removing lock: ${operation.name} on: ${pool}`;
-    case 'add':
-    case 'add_claimed':
-      return `adding lock: ${operation.name} on: ${pool}`;
-    case 'update':
-      return `updating lock: ${operation.name} on: ${pool}`;
-    case 'check':
-      return `checking that lock: ${operation.name} on: ${pool} is unclaimed`;
-    case 'check_unclaimed':
-      return `checking that lock: ${operation.name} on: ${pool} is claimed`;
-  }
-}
-
-export function doneLine(operation: ResolvedOperation, name: string, ref: string): string {
-  const at = `(commit ${ref.slice(0, 12)})`;
-  switch (operation.kind) {
-    case 'acquire':
-      return `acquired! lock: ${name} ${at}`;
-    case 'claim':
-      return `claimed! lock: ${name} ${at}`;
-    case 'release':
-      return `released! lock: ${name} ${at}`;
-    case 'remove':
-      return `removed! lock: ${name} ${at}`;
-    case 'add':
-    case 'add_claimed':
-      return `added! lock: ${name} ${at}`;
-    case 'update':
-      return `updated! lock: ${name} ${at}`;
-    case 'check':
-      return `unclaimed! lock: ${name} ${at}`;
-    case 'check_unclaimed':
-      return `claimed! lock: ${name} ${at}`;
-  }
 }
 
 /** Reads the step folder's `name` (and `metadata`) so the policy gets plain values. */

@@ -8,20 +8,16 @@ import type { CommandContext } from '../context.js';
 import { parseGoDuration } from '../duration.js';
 import { ConfigurationError, WaitTimeoutError } from '../errors.js';
 import type { Git } from '../git/git.js';
-import { LockHolders, holderLookup } from '../lock-holders.js';
+import { LockHolders } from '../lock-holders.js';
 import { printable } from '../lock-name.js';
 import type { ResolvedOperation } from '../lock-operation.js';
-import { LockPool } from '../lock-pool.js';
-import { runReleasingAbandonedClaim } from '../abandoned-claim.js';
-import { LockRepository } from '../lock-repository.js';
-import { ProgressReporter } from '../progress.js';
 import type { Source } from '../request.js';
 import { lockResponse, openSession, registerSecrets } from '../session.js';
 import { parsePoolArguments, type Invocation } from '../pool-cli/arguments.js';
 import { initPool } from '../pool-cli/init.js';
 import { sourceFromFlags } from '../pool-cli/source.js';
 import { statusEntries, statusTable } from '../pool-cli/status.js';
-import { doneLine, startLine } from './out.js';
+import { runLockOperation } from '../lock-run.js';
 
 type Run = Exclude<Invocation, { kind: 'help' }>;
 
@@ -155,41 +151,15 @@ async function change(
   options: Run & { by: string; waitTimeoutMs: number | undefined },
 ): Promise<string> {
   const { git, home } = session;
-  const repository = new LockRepository(git, {
-    uri: source.uri,
-    branch: source.branch,
-    pool: source.pool,
-    workdir: join(home, 'repository'),
-  });
-  const build = handBuild(options.by);
-  const token = ctx.newToken();
-  const pool = new LockPool(
-    repository,
-    ctx.clock,
-    new ProgressReporter(
-      ctx.log,
-      () => ctx.clock.now(),
-      holderLookup(git, source, home, ctx.signal, options.waitTimeoutMs),
-    ),
-    {
-      pool: source.pool,
-      retryDelayMs: source.retryDelayMs,
-      waitTimeoutMs: options.waitTimeoutMs,
-      message: (subject, claiming) =>
-        commitMessage(
-          subject,
-          build,
-          claiming ? { token, at: new Date(ctx.clock.now()), by: options.by } : undefined,
-        ),
-    },
-    ctx.signal,
-  );
-
-  // Ctrl-C after a claim may have reached the remote: give the lock back, as `out` does.
-  const run = runReleasingAbandonedClaim(ctx, pool, source, build, 'the pool command');
-
-  ctx.log.info(startLine(operation, source.pool));
-  const outcome = await run(operation).catch((error: unknown) => {
+  const outcome = await runLockOperation(ctx, operation, {
+    git,
+    home,
+    source,
+    build: handBuild(options.by),
+    waitTimeoutMs: options.waitTimeoutMs,
+    claimedBy: options.by,
+    claimer: 'the pool command',
+  }).catch((error: unknown) => {
     // The policy speaks of the put's parameter; here the person typed a flag.
     if (error instanceof WaitTimeoutError)
       throw new WaitTimeoutError(
@@ -197,7 +167,6 @@ async function change(
       );
     throw error;
   });
-  ctx.log.info(doneLine(operation, outcome.name, outcome.ref));
   return options.json
     ? `${JSON.stringify(lockResponse(outcome.ref, outcome.name, source.pool))}\n`
     : '';

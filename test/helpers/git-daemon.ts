@@ -2,8 +2,8 @@
 // git daemon never says which port it bound, so a free port is picked first (retrying on a clash)
 // and the daemon is polled until it accepts connections.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { createServer, connect } from 'node:net';
 import { join, relative } from 'node:path';
+import { accepts, freePort } from './net.js';
 
 export interface GitDaemon {
   port: number;
@@ -12,29 +12,6 @@ export interface GitDaemon {
   /** Everything the daemon logged (one line per connection with --verbose). */
   log(): string;
   stop(): Promise<void>;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-function accepts(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1');
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
 }
 
 function daemonBinary(): string {

@@ -1,0 +1,112 @@
+// One operation through the lock policy, as `out` and the pool command both run it: a fresh
+// working copy, progress on stderr, holder records on claims, and the compensating release.
+import { join } from 'node:path';
+import { runReleasingAbandonedClaim } from './abandoned-claim.js';
+import { commitMessage, type BuildInfo } from './build-info.js';
+import type { CommandContext } from './context.js';
+import type { Git } from './git/git.js';
+import { holderLookup } from './lock-holders.js';
+import type { ResolvedOperation } from './lock-operation.js';
+import { LockPool, type Outcome } from './lock-pool.js';
+import { LockRepository } from './lock-repository.js';
+import { ProgressReporter } from './progress.js';
+import type { Source } from './request.js';
+
+export interface LockRunOptions {
+  git: Git;
+  /** The run's private folder: the working copies live below it. */
+  home: string;
+  source: Source;
+  build: BuildInfo;
+  waitTimeoutMs: number | undefined;
+  /** Who a claim names in Claimed-By when it is not the build (the pool command's operator). */
+  claimedBy?: string;
+  /** Who claims, for the compensating release's message: "the put", "the pool command". */
+  claimer: string;
+}
+
+export async function runLockOperation(
+  ctx: CommandContext,
+  operation: ResolvedOperation,
+  options: LockRunOptions,
+): Promise<Outcome> {
+  const { git, home, source, build, waitTimeoutMs } = options;
+  const repository = new LockRepository(git, {
+    uri: source.uri,
+    branch: source.branch,
+    pool: source.pool,
+    workdir: join(home, 'repository'),
+  });
+  const token = ctx.newToken();
+  const pool = new LockPool(
+    repository,
+    ctx.clock,
+    new ProgressReporter(
+      ctx.log,
+      () => ctx.clock.now(),
+      holderLookup(git, source, home, ctx.signal, waitTimeoutMs),
+    ),
+    {
+      pool: source.pool,
+      retryDelayMs: source.retryDelayMs,
+      waitTimeoutMs,
+      message: (subject, claiming) =>
+        commitMessage(
+          subject,
+          build,
+          claiming ? { token, at: new Date(ctx.clock.now()), by: options.claimedBy } : undefined,
+        ),
+    },
+    ctx.signal,
+  );
+  const run = runReleasingAbandonedClaim(ctx, pool, source, build, options.claimer);
+  ctx.log.info(startLine(operation, source.pool));
+  const outcome = await run(operation);
+  ctx.log.info(doneLine(operation, outcome.name, outcome.ref));
+  return outcome;
+}
+
+function startLine(operation: ResolvedOperation, pool: string): string {
+  switch (operation.kind) {
+    case 'acquire':
+      return `acquiring lock on: ${pool}`;
+    case 'claim':
+      return `claiming lock: ${operation.name} on: ${pool}`;
+    case 'release':
+      return `releasing lock: ${operation.name} on: ${pool}`;
+    case 'remove':
+      return `removing lock: ${operation.name} on: ${pool}`;
+    case 'add':
+    case 'add_claimed':
+      return `adding lock: ${operation.name} on: ${pool}`;
+    case 'update':
+      return `updating lock: ${operation.name} on: ${pool}`;
+    case 'check':
+      return `checking that lock: ${operation.name} on: ${pool} is unclaimed`;
+    case 'check_unclaimed':
+      return `checking that lock: ${operation.name} on: ${pool} is claimed`;
+  }
+}
+
+function doneLine(operation: ResolvedOperation, name: string, ref: string): string {
+  const at = `(commit ${ref.slice(0, 12)})`;
+  switch (operation.kind) {
+    case 'acquire':
+      return `acquired! lock: ${name} ${at}`;
+    case 'claim':
+      return `claimed! lock: ${name} ${at}`;
+    case 'release':
+      return `released! lock: ${name} ${at}`;
+    case 'remove':
+      return `removed! lock: ${name} ${at}`;
+    case 'add':
+    case 'add_claimed':
+      return `added! lock: ${name} ${at}`;
+    case 'update':
+      return `updated! lock: ${name} ${at}`;
+    case 'check':
+      return `unclaimed! lock: ${name} ${at}`;
+    case 'check_unclaimed':
+      return `claimed! lock: ${name} ${at}`;
+  }
+}
