@@ -21,7 +21,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 
 const ROOT = resolve(import.meta.dirname, '..');
-const ASSETS = join(ROOT, 'assets');
 const BRANCH = 'master';
 const POOL = 'pool';
 /** Locks in the measured pool; a few other pools make some commits irrelevant to `check`. */
@@ -42,8 +41,12 @@ const { values: opts } = parseArgs({
     'no-contention': { type: 'boolean', default: false },
     keep: { type: 'boolean', default: false },
     out: { type: 'string' },
+    // The scripts to measure: assets/ (the build in dist/), or an installed payload such as
+    // build/resource/ from `npm run package` (what the image puts in /opt/resource).
+    assets: { type: 'string' },
   },
 });
+const ASSETS = resolve(opts.assets ?? join(ROOT, 'assets'));
 const sizes = (opts.sizes ?? '100,10000,100000').split(',').map(Number);
 const reps = Number(opts.reps ?? (opts.quick ? 3 : 9));
 const contention = {
