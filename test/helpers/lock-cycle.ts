@@ -68,3 +68,12 @@ export function expectNoSecrets(outputs: ScriptResult[], secrets: string[]): voi
       expect(text.includes(piece.trim()), `output shows a secret`).toBe(false);
   }
 }
+
+/** A refused run: exit 1, nothing on stdout, and exactly one line on stderr saying why. */
+export function expectOneLineFailure(result: ScriptResult, pattern: RegExp): void {
+  expect(result.code).toBe(1);
+  expect(result.stdout).toBe('');
+  const lines = result.stderr.trimEnd().split('\n');
+  expect(lines, result.stderr).toHaveLength(1);
+  expect(lines[0]).toMatch(pattern);
+}

@@ -7,7 +7,12 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHttpGit, type HttpGitServer } from '../helpers/http-git.js';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
-import { commitText, expectNoSecrets, runLockCycle } from '../helpers/lock-cycle.js';
+import {
+  commitText,
+  expectNoSecrets,
+  expectOneLineFailure,
+  runLockCycle,
+} from '../helpers/lock-cycle.js';
 import { runScript, type RunOptions, type ScriptResult } from '../helpers/run-script.js';
 
 const USER = 'locksmith';
@@ -57,14 +62,6 @@ async function check(extra: Record<string, unknown>) {
   const result = await runScript('check', { source: source(extra) }, options());
   outputs.push(result);
   return result;
-}
-
-function expectOneLineFailure(result: ScriptResult, pattern: RegExp) {
-  expect(result.code).toBe(1);
-  expect(result.stdout).toBe('');
-  const lines = result.stderr.trimEnd().split('\n');
-  expect(lines, result.stderr).toHaveLength(1);
-  expect(lines[0]).toMatch(pattern);
 }
 
 describe('http:// with username and password', () => {

@@ -6,7 +6,12 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startConnectProxy, type ConnectProxy } from '../helpers/connect-proxy.js';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
-import { commitText, expectNoSecrets, runLockCycle } from '../helpers/lock-cycle.js';
+import {
+  commitText,
+  expectNoSecrets,
+  expectOneLineFailure,
+  runLockCycle,
+} from '../helpers/lock-cycle.js';
 import { freePort } from '../helpers/net.js';
 import { runScript, type ScriptResult } from '../helpers/run-script.js';
 import { generateKey, startSshd, type KeyPair, type Sshd } from '../helpers/sshd.js';
@@ -49,14 +54,6 @@ function source(tunnel: Record<string, unknown>) {
     known_hosts: sshd.knownHostsLine,
     https_tunnel: tunnel,
   };
-}
-
-function expectOneLineFailure(result: ScriptResult, pattern: RegExp) {
-  expect(result.code).toBe(1);
-  expect(result.stdout).toBe('');
-  const lines = result.stderr.trimEnd().split('\n');
-  expect(lines, result.stderr).toHaveLength(1);
-  expect(lines[0]).toMatch(pattern);
 }
 
 describe('https_tunnel', () => {

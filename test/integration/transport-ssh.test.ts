@@ -7,7 +7,12 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
-import { commitText, expectNoSecrets, runLockCycle } from '../helpers/lock-cycle.js';
+import {
+  commitText,
+  expectNoSecrets,
+  expectOneLineFailure,
+  runLockCycle,
+} from '../helpers/lock-cycle.js';
 import { runScript, type ScriptResult } from '../helpers/run-script.js';
 import { generateKey, startSshd, type KeyPair, type Sshd } from '../helpers/sshd.js';
 
@@ -52,14 +57,6 @@ async function check(extra: Record<string, unknown>, env: Record<string, string>
   const result = await runScript('check', { source: source(extra) }, { env });
   outputs.push(result);
   return result;
-}
-
-function expectOneLineFailure(result: ScriptResult, pattern: RegExp) {
-  expect(result.code).toBe(1);
-  expect(result.stdout).toBe('');
-  const lines = result.stderr.trimEnd().split('\n');
-  expect(lines, result.stderr).toHaveLength(1);
-  expect(lines[0]).toMatch(pattern);
 }
 
 describe('ssh:// with private_key', () => {
