@@ -42,17 +42,25 @@ export async function appendCommits(
   return out.split('\n').filter(Boolean);
 }
 
+/** The fast-import commit of a claim of `name` in `pool`. */
+export function claimCommit(pool: string, name: string): FastCommit {
+  return {
+    message: `claiming: ${name}`,
+    changes: [`R ${pool}/unclaimed/${name} ${pool}/claimed/${name}`],
+  };
+}
+
+/** The fast-import commit of a release of `name` in `pool`. */
+export function releaseCommit(pool: string, name: string): FastCommit {
+  return {
+    message: `unclaiming: ${name}`,
+    changes: [`R ${pool}/claimed/${name} ${pool}/unclaimed/${name}`],
+  };
+}
+
 /** `count` commits that only touch another pool's lock (claim and release taking turns). */
 export function otherPoolCommits(pool: string, name: string, count: number): FastCommit[] {
   return Array.from({ length: count }, (_, index) =>
-    index % 2 === 0
-      ? {
-          message: `claiming: ${name}`,
-          changes: [`R ${pool}/unclaimed/${name} ${pool}/claimed/${name}`],
-        }
-      : {
-          message: `unclaiming: ${name}`,
-          changes: [`R ${pool}/claimed/${name} ${pool}/unclaimed/${name}`],
-        },
+    index % 2 === 0 ? claimCommit(pool, name) : releaseCommit(pool, name),
   );
 }

@@ -1,10 +1,11 @@
 // Claiming commits say who claimed the lock and when, as git trailers any git tool can read,
 // after the `Build URL:` line the reference always wrote. The response metadata does not change.
-import { mkdir, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript, tempDir } from '../helpers/run-script.js';
+import { buildFolder } from '../helpers/steps.js';
 
 let repo: LockRepo;
 afterEach(async () => repo?.cleanup());
@@ -13,13 +14,9 @@ function source() {
   return { uri: repo.bare, branch: repo.branch, pool: 'pool', retry_delay: '100ms' };
 }
 
-async function step(name: string, metadata?: string): Promise<string> {
-  const src = await tempDir();
-  await mkdir(join(src, 'lock'));
-  await writeFile(join(src, 'lock', 'name'), `${name}\n`);
-  if (metadata !== undefined) await writeFile(join(src, 'lock', 'metadata'), metadata);
-  return src;
-}
+/** A build folder whose step `lock` names `name` (and holds `metadata` when given). */
+const step = (name: string, metadata?: string) =>
+  buildFolder({ lock: { name: `${name}\n`, metadata } });
 
 /** The tip commit's message, and its trailers as git itself parses them. */
 async function tipRecord() {

@@ -1,7 +1,12 @@
 import { readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { appendCommits, otherPoolCommits } from '../helpers/long-history.js';
+import {
+  appendCommits,
+  claimCommit,
+  otherPoolCommits,
+  releaseCommit,
+} from '../helpers/long-history.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript, tempDir } from '../helpers/run-script.js';
 
@@ -26,14 +31,8 @@ async function cacheFolders(tmp: string): Promise<string[]> {
   return (await readdir(join(tmp, 'pool-resource-check'))).sort();
 }
 
-const claim = (name: string) => ({
-  message: `claiming: ${name}`,
-  changes: [`R pool/unclaimed/${name} pool/claimed/${name}`],
-});
-const release = (name: string) => ({
-  message: `unclaiming: ${name}`,
-  changes: [`R pool/claimed/${name} pool/unclaimed/${name}`],
-});
+const claim = (name: string) => claimCommit('pool', name);
+const release = (name: string) => releaseCommit('pool', name);
 
 describe('check keeps its copy of the branch in TMPDIR', () => {
   it('reuses the copy across runs and sees new commits, oldest first', async () => {

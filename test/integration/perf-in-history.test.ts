@@ -1,7 +1,12 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { appendCommits, otherPoolCommits } from '../helpers/long-history.js';
+import {
+  appendCommits,
+  claimCommit,
+  otherPoolCommits,
+  releaseCommit,
+} from '../helpers/long-history.js';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript, tempDir } from '../helpers/run-script.js';
 
@@ -23,14 +28,8 @@ async function get(version: string, params: Record<string, unknown> = {}) {
   return { result, name: await read('name'), metadata: await read('metadata') };
 }
 
-const claim = (name: string) => ({
-  message: `claiming: ${name}`,
-  changes: [`R pool/unclaimed/${name} pool/claimed/${name}`],
-});
-const release = (name: string) => ({
-  message: `unclaiming: ${name}`,
-  changes: [`R pool/claimed/${name} pool/unclaimed/${name}`],
-});
+const claim = (name: string) => claimCommit('pool', name);
+const release = (name: string) => releaseCommit('pool', name);
 
 describe('in, deep in a long history', () => {
   it('finds a claim hundreds of commits back and knows it is still held', async () => {

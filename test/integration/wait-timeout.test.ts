@@ -1,10 +1,11 @@
 // params.wait_timeout on every operation that waits: exit 1 with one line saying it timed out,
 // after how long and waiting for what, and nothing committed.
-import { mkdir, rename, writeFile } from 'node:fs/promises';
+import { rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript, tempDir } from '../helpers/run-script.js';
+import { buildFolder } from '../helpers/steps.js';
 
 let repo: LockRepo;
 afterEach(async () => repo?.cleanup());
@@ -13,13 +14,9 @@ function source() {
   return { uri: repo.bare, branch: repo.branch, pool: 'pool', retry_delay: '100ms' };
 }
 
-async function step(name: string, metadata?: string): Promise<string> {
-  const src = await tempDir();
-  await mkdir(join(src, 'lock'));
-  await writeFile(join(src, 'lock', 'name'), `${name}\n`);
-  if (metadata !== undefined) await writeFile(join(src, 'lock', 'metadata'), metadata);
-  return src;
-}
+/** A build folder whose step `lock` names `name` (and holds `metadata` when given). */
+const step = (name: string, metadata?: string) =>
+  buildFolder({ lock: { name: `${name}\n`, metadata } });
 
 const cases: {
   operation: string;
