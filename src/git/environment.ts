@@ -33,6 +33,20 @@ case "$1" in
 esac
 `;
 
+/**
+ * The git wire protocol for a URI. Over git://, git 2.39 and git daemon write each pkt-line with
+ * its own write() on a socket with Nagle's algorithm on, so an exchange split over small writes
+ * waits for the peer's delayed ACK (about 40 ms on Linux). Protocol v2 adds such an exchange to
+ * every connection (ls-refs before fetch), v0 does not: measured on 127.0.0.1, ls-remote takes
+ * 51 ms in v2 and 5 ms in v0, a depth-1 fetch 100 ms and 58 ms. v0 lists every ref of the
+ * repository, which lock repositories keep few of, and serves all we ask (branch tips, --depth,
+ * --deepen, --unshallow). SSH (our transport sets TCP_NODELAY), HTTP(S) (curl does) and local
+ * paths (pipes) keep v2, where both versions measure the same.
+ */
+export function wireProtocolVersion(uri: string): '0' | '2' {
+  return /^git:\/\//i.test(uri) ? '0' : '2';
+}
+
 export const DEFAULT_COMMITTER = { name: 'CI Pool Resource', email: 'ci-pool@localhost' };
 
 /** Variables passed through from our own environment: where to find programs and temp space, proxies. */
@@ -89,7 +103,7 @@ async function fill(
     ['advice.detachedHead', 'false'],
     ['init.defaultBranch', 'main'],
     ['commit.gpgSign', 'false'],
-    ['protocol.version', '2'],
+    ['protocol.version', wireProtocolVersion(source.uri)],
   ];
   if (source.skipSslVerification) config.push(['http.sslVerify', 'false']);
   // The user's entries come last, so their identity or settings win over our defaults.

@@ -89,6 +89,9 @@ async function session(io: SshIo): Promise<number> {
     if (error instanceof TunnelError) throw new SshFailure(error.message);
     throw error;
   }
+  // git's protocol is small request/answer exchanges: with Nagle's algorithm on, each one split
+  // over several SSH packets waits for the server's delayed ACK (about 40 ms), as OpenSSH avoids.
+  sock.setNoDelay(true);
 
   // With a key, the forwarded agent is one we serve from it; without one, the caller's agent
   // (SSH_AUTH_SOCK) authenticates and is what gets forwarded, as OpenSSH would do.
