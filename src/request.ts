@@ -1,6 +1,6 @@
 // Turns the JSON on stdin into typed, fully defaulted requests for check, in and out (one place,
 // so the three scripts validate alike and report every problem at once).
-import { z } from 'zod';
+import * as z from 'zod';
 import { ConfigurationError } from './errors.js';
 import { nanosToMs, parseGoDuration } from './duration.js';
 import { lockNameProblem, poolNameProblem, printable } from './lock-name.js';
