@@ -433,6 +433,7 @@ async function measureContention(root, daemon) {
   await buildRepository(join(root, 'repos', name), 100, locks);
   const url = daemon.url(name);
   const holds = [];
+  const acquires = [];
   const latencies = [];
   const inMs = [];
   const lostRaces = { acquire: 0, release: 0 };
@@ -454,6 +455,13 @@ async function measureContention(root, daemon) {
       latencies.push(acquired.ms);
       lostRaces.acquire += races(acquired.stderr);
       const lock = lockName(acquired.result);
+      acquires.push({
+        worker: id,
+        lock,
+        from: acquired.started,
+        to: acquired.ended,
+        lostRaces: races(acquired.stderr),
+      });
       const holdFrom = acquired.ended;
       await sleep(holdMs);
       const dest = await mkdtemp(join(tmp, 'dest-'));
@@ -511,23 +519,23 @@ async function measureContention(root, daemon) {
   const handovers = [];
   for (const list of byLock.values())
     for (let i = 1; i < list.length; i++) handovers.push(list[i].from - list[i - 1].released);
-  const acquires = latencies.length;
+  const acquireCount = latencies.length;
   return {
     workers,
     locks,
     rounds,
     holdMs,
     retryDelay,
-    acquires,
+    acquires: acquireCount,
     elapsedMs,
-    throughput: acquires / (elapsedMs / 1000),
+    throughput: acquireCount / (elapsedMs / 1000),
     p50Ms: percentile(latencies, 50),
     p95Ms: percentile(latencies, 95),
     maxMs: Math.max(...latencies),
-    connectionsPerAcquire: used / acquires,
-    pushesPerAcquire: pushes / acquires,
-    lostRacesPerAcquire: lostRaces.acquire / acquires,
-    lostRacesPerRelease: lostRaces.release / acquires,
+    connectionsPerAcquire: used / acquireCount,
+    pushesPerAcquire: pushes / acquireCount,
+    lostRacesPerAcquire: lostRaces.acquire / acquireCount,
+    lostRacesPerRelease: lostRaces.release / acquireCount,
     inMedianMs: median(inMs),
     handoverMedianMs: median(handovers),
     releaseMedianMs: median(releaseMs),
@@ -540,6 +548,14 @@ async function measureContention(root, daemon) {
         lock: h.lock,
         from: Math.round(h.from - started),
         to: Math.round(h.to - started),
+      })),
+    // Each acquire: who, which lock, when it started and ended, how many races it lost.
+    timeline: acquires
+      .sort((a, b) => a.from - b.from)
+      .map((a) => ({
+        ...a,
+        from: Math.round(a.from - started),
+        to: Math.round(a.to - started),
       })),
   };
 }
