@@ -6,7 +6,6 @@ import { nanosToMs, parseGoDuration } from './duration.js';
 import { lockNameProblem, poolNameProblem, printable } from './lock-name.js';
 import { gitConfigKeyProblem } from './git-config-keys.js';
 import { parseKnownHosts } from './transport/known-hosts.js';
-import { readPrivateKey } from './transport/ssh-key.js';
 
 const DEFAULT_RETRY_DELAY_MS = 10_000;
 const DEFAULT_GIT_TIMEOUT_MS = 5 * 60_000;
@@ -425,7 +424,11 @@ function expectObject(value: unknown): void {
   }
 }
 
-function parseSource(raw: unknown, problems: string[], warnings: string[]): Source | undefined {
+async function parseSource(
+  raw: unknown,
+  problems: string[],
+  warnings: string[],
+): Promise<Source | undefined> {
   if (raw === undefined || raw === null) {
     problems.push(
       'invalid payload (missing uri)',
@@ -437,16 +440,18 @@ function parseSource(raw: unknown, problems: string[], warnings: string[]): Sour
   const result = sourceSchema.safeParse(raw);
   warnings.push(...unknownKeys(raw, Object.keys(SOURCE_SHAPE), 'source'));
   if (!result.success) problems.push(...issueLines(result.error, 'source'));
-  const transport = transportProblems(raw);
+  const transport = await transportProblems(raw);
   problems.push(...transport);
   return result.success && transport.length === 0 ? result.data : undefined;
 }
 
 /**
  * Reads private_key and known_hosts now, so a key ssh2 cannot read fails here, naming the field,
- * not later inside git. Runs on the raw source so these lines join every other problem.
+ * not later inside git. Runs on the raw source so these lines join every other problem. ssh2 is
+ * loaded only for a key to read: it is half of the packaged code and a tenth of every script's
+ * start-up, which requests over git://, HTTP(S) or a path never need.
  */
-function transportProblems(raw: unknown): string[] {
+async function transportProblems(raw: unknown): Promise<string[]> {
   if (typeof raw !== 'object' || raw === null) return [];
   const field = (name: string) => {
     const value = (raw as Record<string, unknown>)[name];
@@ -457,6 +462,7 @@ function transportProblems(raw: unknown): string[] {
   const privateKey = field('private_key');
   // Only for SSH URIs: the reference ignored private_key for https:// and local repositories.
   if (privateKey !== undefined && uri !== undefined && isSshUri(uri)) {
+    const { readPrivateKey } = await import('./transport/ssh-key.js');
     const read = readPrivateKey(privateKey, field('private_key_passphrase'));
     if ('problem' in read) problems.push(`invalid payload (${read.problem})`);
   }
@@ -479,20 +485,20 @@ function finish<T>(problems: string[], build: () => T, warnings: string[]): Pars
 }
 
 /** A `source` object on its own: the pool command builds one from flags or a JSON file. */
-export function parseSourceObject(raw: unknown): Parsed<Source> {
+export async function parseSourceObject(raw: unknown): Promise<Parsed<Source>> {
   const problems: string[] = [];
   const warnings: string[] = [];
-  const source = parseSource(raw, problems, warnings);
+  const source = await parseSource(raw, problems, warnings);
   return finish(problems, () => source!, warnings);
 }
 
-export function parseCheckRequest(text: string): Parsed<CheckRequest> {
+export async function parseCheckRequest(text: string): Promise<Parsed<CheckRequest>> {
   const raw = parseJson(text);
   expectObject(raw);
   const problems: string[] = [];
   const warnings: string[] = [];
   // Source problems first, as the reference reports them.
-  const source = parseSource((raw as { source?: unknown }).source, problems, warnings);
+  const source = await parseSource((raw as { source?: unknown }).source, problems, warnings);
   const envelope = checkSchema.safeParse(raw);
   if (!envelope.success) problems.push(...issueLines(envelope.error));
   return finish(
@@ -502,12 +508,12 @@ export function parseCheckRequest(text: string): Parsed<CheckRequest> {
   );
 }
 
-export function parseInRequest(text: string): Parsed<InRequest> {
+export async function parseInRequest(text: string): Promise<Parsed<InRequest>> {
   const raw = parseJson(text);
   expectObject(raw);
   const problems: string[] = [];
   const warnings: string[] = [];
-  const source = parseSource((raw as { source?: unknown }).source, problems, warnings);
+  const source = await parseSource((raw as { source?: unknown }).source, problems, warnings);
   const envelope = inSchema.safeParse(raw);
   if (!envelope.success) problems.push(...issueLines(envelope.error));
   if (envelope.success && !envelope.data.version)
@@ -524,12 +530,12 @@ export function parseInRequest(text: string): Parsed<InRequest> {
   );
 }
 
-export function parseOutRequest(text: string): Parsed<OutRequest> {
+export async function parseOutRequest(text: string): Promise<Parsed<OutRequest>> {
   const raw = parseJson(text);
   expectObject(raw);
   const problems: string[] = [];
   const warnings: string[] = [];
-  const source = parseSource((raw as { source?: unknown }).source, problems, warnings);
+  const source = await parseSource((raw as { source?: unknown }).source, problems, warnings);
   const envelope = outSchema.safeParse(raw);
   if (!envelope.success) problems.push(...issueLines(envelope.error));
   let operation: OutOperation | undefined;

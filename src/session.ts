@@ -40,12 +40,12 @@ function basicCredentials(user: string | undefined, password: string | undefined
  * Parses a script's request: its secrets are masked first (even when parsing fails, so a
  * password pasted into the wrong field is never quoted back), then its warnings are shown.
  */
-export function readRequest<T extends { source: Source }>(
+export async function readRequest<T extends { source: Source }>(
   ctx: CommandContext,
-  parse: (text: string) => Parsed<T>,
-): T {
+  parse: (text: string) => Promise<Parsed<T>>,
+): Promise<T> {
   for (const secret of requestSecrets(ctx.stdin)) ctx.log.addSecret(secret);
-  const { request, warnings } = parse(ctx.stdin);
+  const { request, warnings } = await parse(ctx.stdin);
   registerSecrets(request.source, ctx);
   for (const warning of warnings) ctx.log.info(warning);
   return request;

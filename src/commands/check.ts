@@ -16,7 +16,7 @@ import { takeCachedCopy } from '../check-cache.js';
 const CHECK_WINDOW = 32;
 
 export async function runCheck(ctx: CommandContext) {
-  const request = readRequest(ctx, parseCheckRequest);
+  const request = await readRequest(ctx, parseCheckRequest);
   const { source, version } = request;
   const { git, environment } = await openSession(source, ctx);
   const cached = await takeCachedCopy(ctx.env.TMPDIR, source.uri, source.branch, () =>

@@ -12,7 +12,7 @@ import { lockResponse, openSession, readRequest } from '../session.js';
 const IN_WINDOW = 16;
 
 export async function runIn(ctx: CommandContext) {
-  const request = readRequest(ctx, parseInRequest);
+  const request = await readRequest(ctx, parseInRequest);
   const dest = ctx.args[0];
   if (!dest) throw new ConfigurationError(['usage: in DESTINATION_DIRECTORY']);
   const { source, version } = request;

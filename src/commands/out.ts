@@ -11,7 +11,7 @@ import { parseOutRequest, type OutOperation } from '../request.js';
 import { lockResponse, openSession, readRequest } from '../session.js';
 
 export async function runOut(ctx: CommandContext) {
-  const request = readRequest(ctx, parseOutRequest);
+  const request = await readRequest(ctx, parseOutRequest);
   const src = ctx.args[0];
   if (!src)
     throw new ConfigurationError([

@@ -42,7 +42,7 @@ export async function sourceFromFlags(flags: SourceFlags): Promise<Parsed<Source
     raw.git_config = [...fromFile, ...entries];
   }
   try {
-    return parseSourceObject(raw);
+    return await parseSourceObject(raw);
   } catch (error) {
     if (error instanceof ConfigurationError)
       throw new ConfigurationError(error.lines.map(commandLine));

@@ -15,8 +15,10 @@ afterEach(async () => {
 });
 
 async function openRepository(): Promise<LockRepository> {
-  const { source } = parseCheckRequest(
-    JSON.stringify({ source: { uri: repo.bare, branch: repo.branch, pool: 'pool' } }),
+  const { source } = (
+    await parseCheckRequest(
+      JSON.stringify({ source: { uri: repo.bare, branch: repo.branch, pool: 'pool' } }),
+    )
   ).request;
   environment = await createGitEnvironment(source, { PATH: process.env.PATH });
   const git = new Git(environment, new AbortController().signal, 60_000);

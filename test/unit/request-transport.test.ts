@@ -9,9 +9,9 @@ DEK-Info: AES-128-CBC,00000000000000000000000000000000
 AAAA
 -----END RSA PRIVATE KEY-----`;
 
-function problems(source: Record<string, unknown>): readonly string[] {
+async function problems(source: Record<string, unknown>): Promise<readonly string[]> {
   try {
-    parseCheckRequest(JSON.stringify({ source: { branch: 'main', pool: 'p', ...source } }));
+    await parseCheckRequest(JSON.stringify({ source: { branch: 'main', pool: 'p', ...source } }));
     return [];
   } catch (error) {
     if (error instanceof ConfigurationError) return error.lines;
@@ -34,9 +34,9 @@ describe('transport fields of source', () => {
     expect(isSshUri(uri)).toBe(expected);
   });
 
-  it('reports key, known_hosts and other problems all at once', () => {
+  it('reports key, known_hosts and other problems all at once', async () => {
     expect(
-      problems({
+      await problems({
         uri: 'git@host:locks',
         retry_delay: 'soon',
         private_key: ENCRYPTED_WITHOUT_PASSPHRASE,
@@ -51,12 +51,12 @@ describe('transport fields of source', () => {
     ]);
   });
 
-  it('ignores private_key for a URI git does not reach over SSH, as the reference did', () => {
-    expect(problems({ uri: 'https://host/locks.git', private_key: 'leftover' })).toEqual([]);
+  it('ignores private_key for a URI git does not reach over SSH, as the reference did', async () => {
+    expect(await problems({ uri: 'https://host/locks.git', private_key: 'leftover' })).toEqual([]);
   });
 
-  it('treats an empty private_key as absent', () => {
-    const { request } = parseCheckRequest(
+  it('treats an empty private_key as absent', async () => {
+    const { request } = await parseCheckRequest(
       JSON.stringify({ source: { uri: 'git@h:l', branch: 'm', pool: 'p', private_key: '' } }),
     );
     expect(request.source.privateKey).toBeUndefined();

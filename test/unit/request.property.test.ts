@@ -27,9 +27,12 @@ const VALID: Record<Script, Record<string, unknown>> = {
 };
 
 /** Runs a parser; returns the result or the ConfigurationError, and fails on anything else. */
-function attempt(script: Script, text: string): Parsed<unknown> | ConfigurationError {
+async function attempt(
+  script: Script,
+  text: string,
+): Promise<Parsed<unknown> | ConfigurationError> {
   try {
-    return parsers[script](text);
+    return await parsers[script](text);
   } catch (error) {
     if (error instanceof ConfigurationError) return error;
     throw new Error(`${script} threw ${String(error)} for ${text.slice(0, 200)}`);
@@ -59,31 +62,31 @@ const oddValue = fc.oneof(
 );
 
 describe('the request parser never crashes', () => {
-  it.for(SCRIPTS)('%s: any text', (script) => {
-    fc.assert(
-      fc.property(fc.string({ unit: 'binary', maxLength: 200 }), (text) => {
-        const result = attempt(script, text);
+  it.for(SCRIPTS)('%s: any text', async (script) => {
+    await fc.assert(
+      fc.asyncProperty(fc.string({ unit: 'binary', maxLength: 200 }), async (text) => {
+        const result = await attempt(script, text);
         if (result instanceof ConfigurationError) expectShortLines(result);
       }),
       { numRuns: 500 },
     );
   });
 
-  it.for(SCRIPTS)('%s: any JSON document', (script) => {
-    fc.assert(
-      fc.property(anyJson, (value) => {
-        const result = attempt(script, JSON.stringify(value));
+  it.for(SCRIPTS)('%s: any JSON document', async (script) => {
+    await fc.assert(
+      fc.asyncProperty(anyJson, async (value) => {
+        const result = await attempt(script, JSON.stringify(value));
         if (result instanceof ConfigurationError) expectShortLines(result);
       }),
       { numRuns: 500 },
     );
   });
 
-  it.for(SCRIPTS)('%s: any JSON object with the right keys', (script) => {
+  it.for(SCRIPTS)('%s: any JSON object with the right keys', async (script) => {
     const keys = ['source', 'version', 'params'];
-    fc.assert(
-      fc.property(fc.dictionary(fc.constantFrom(...keys), oddValue), (value) => {
-        const result = attempt(script, JSON.stringify(value));
+    await fc.assert(
+      fc.asyncProperty(fc.dictionary(fc.constantFrom(...keys), oddValue), async (value) => {
+        const result = await attempt(script, JSON.stringify(value));
         if (result instanceof ConfigurationError) expectShortLines(result);
       }),
       { numRuns: 500 },
@@ -111,11 +114,11 @@ const SOURCE_FIELDS = [
 ];
 
 describe('one broken field is named in the message', () => {
-  it.for(SCRIPTS)('%s: a broken source field', (script) => {
-    fc.assert(
-      fc.property(fc.constantFrom(...SOURCE_FIELDS), oddValue, (field, value) => {
+  it.for(SCRIPTS)('%s: a broken source field', async (script) => {
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(...SOURCE_FIELDS), oddValue, async (field, value) => {
         const request = { ...VALID[script], source: { ...SOURCE, [field]: value } };
-        const result = attempt(script, JSON.stringify(request));
+        const result = await attempt(script, JSON.stringify(request));
         if (!(result instanceof ConfigurationError)) return;
         expectShortLines(result);
         expect(result.message).toContain(field);
@@ -124,7 +127,7 @@ describe('one broken field is named in the message', () => {
     );
   });
 
-  it('out: a broken params field', () => {
+  it('out: a broken params field', async () => {
     const fields = [
       'claim',
       'release',
@@ -136,11 +139,11 @@ describe('one broken field is named in the message', () => {
       'check_unclaimed',
       'wait_timeout',
     ];
-    fc.assert(
-      fc.property(fc.constantFrom(...fields), oddValue, (field, value) => {
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(...fields), oddValue, async (field, value) => {
         const params = field === 'wait_timeout' ? { acquire: true } : {};
         const request = { source: SOURCE, params: { ...params, [field]: value } };
-        const result = attempt('out', JSON.stringify(request));
+        const result = await attempt('out', JSON.stringify(request));
         if (!(result instanceof ConfigurationError)) return;
         expectShortLines(result);
         expect(result.message).toContain(field);
@@ -149,16 +152,16 @@ describe('one broken field is named in the message', () => {
     );
   });
 
-  it.for(['check', 'in'] as const)('%s: a broken version', (script) => {
-    fc.assert(
-      fc.property(
+  it.for(['check', 'in'] as const)('%s: a broken version', async (script) => {
+    await fc.assert(
+      fc.asyncProperty(
         fc.oneof(
           oddValue,
           oddValue.map((ref) => ({ ref })),
         ),
-        (version) => {
+        async (version) => {
           const request = { ...VALID[script], version };
-          const result = attempt(script, JSON.stringify(request));
+          const result = await attempt(script, JSON.stringify(request));
           if (!(result instanceof ConfigurationError)) return;
           expectShortLines(result);
           expect(result.message).toContain('version');
@@ -170,10 +173,13 @@ describe('one broken field is named in the message', () => {
 });
 
 describe('what the parser accepts is safe to use', () => {
-  it('a claimed name is accepted exactly when it is a safe lock name', () => {
-    fc.assert(
-      fc.property(fc.string({ unit: 'binary', maxLength: 300 }), (name) => {
-        const result = attempt('out', JSON.stringify({ source: SOURCE, params: { claim: name } }));
+  it('a claimed name is accepted exactly when it is a safe lock name', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.string({ unit: 'binary', maxLength: 300 }), async (name) => {
+        const result = await attempt(
+          'out',
+          JSON.stringify({ source: SOURCE, params: { claim: name } }),
+        );
         if (result instanceof ConfigurationError) {
           expectShortLines(result);
           expect(result.message).toContain('claim');
@@ -190,7 +196,7 @@ describe('what the parser accepts is safe to use', () => {
     );
   });
 
-  it('an accepted put holds exactly one operation', () => {
+  it('an accepted put holds exactly one operation', async () => {
     const ops = fc.record(
       {
         acquire: fc.boolean(),
@@ -203,12 +209,12 @@ describe('what the parser accepts is safe to use', () => {
       },
       { requiredKeys: [] },
     );
-    fc.assert(
-      fc.property(ops, (params) => {
+    await fc.assert(
+      fc.asyncProperty(ops, async (params) => {
         const given = Object.entries(params).filter(([key, value]) =>
           key === 'acquire' ? value === true : value !== '',
         );
-        const result = attempt('out', JSON.stringify({ source: SOURCE, params }));
+        const result = await attempt('out', JSON.stringify({ source: SOURCE, params }));
         if (given.length === 1) {
           expect(result).not.toBeInstanceOf(ConfigurationError);
           const { operation } = (result as Parsed<{ operation: { kind: string } }>).request;
@@ -224,7 +230,7 @@ describe('what the parser accepts is safe to use', () => {
     );
   });
 
-  it('accepted durations are whole milliseconds between zero and a week', () => {
+  it('accepted durations are whole milliseconds between zero and a week', async () => {
     const duration = fc.oneof(
       oddValue,
       fc
@@ -232,9 +238,9 @@ describe('what the parser accepts is safe to use', () => {
         .map(([h, m, s, ms]) => `${h}h${m}m${s}s${ms}ms`),
       fc.bigInt({ min: -(10n ** 20n), max: 10n ** 20n }).map(Number),
     );
-    fc.assert(
-      fc.property(duration, (retry_delay) => {
-        const result = attempt(
+    await fc.assert(
+      fc.asyncProperty(duration, async (retry_delay) => {
+        const result = await attempt(
           'out',
           JSON.stringify({ ...VALID.out, source: { ...SOURCE, retry_delay } }),
         );
@@ -259,16 +265,16 @@ describe('what the parser accepts is safe to use', () => {
     );
   });
 
-  it('an accepted proxy port is a port number', () => {
+  it('an accepted proxy port is a port number', async () => {
     const port = fc.oneof(
       oddValue,
       fc.integer({ min: -10, max: 100_000 }).map(String),
       fc.integer(),
     );
-    fc.assert(
-      fc.property(port, (proxy_port) => {
+    await fc.assert(
+      fc.asyncProperty(port, async (proxy_port) => {
         const https_tunnel = { proxy_host: '127.0.0.1', proxy_port };
-        const result = attempt(
+        const result = await attempt(
           'out',
           JSON.stringify({ ...VALID.out, source: { ...SOURCE, https_tunnel } }),
         );
@@ -286,12 +292,12 @@ describe('what the parser accepts is safe to use', () => {
     );
   });
 
-  it('an accepted version is a commit id', () => {
-    fc.assert(
-      fc.property(
+  it('an accepted version is a commit id', async () => {
+    await fc.assert(
+      fc.asyncProperty(
         fc.oneof(fc.string({ maxLength: 70 }), fc.stringMatching(/^[0-9a-f]{1,70}$/)),
-        (ref) => {
-          const result = attempt('in', JSON.stringify({ ...VALID.in, version: { ref } }));
+        async (ref) => {
+          const result = await attempt('in', JSON.stringify({ ...VALID.in, version: { ref } }));
           if (result instanceof ConfigurationError) {
             expect(result.message).toContain('version');
             return;

@@ -16,10 +16,13 @@ const MISSING_OPERATION =
   'invalid payload (missing acquire, release, remove, claim, add, add_claimed, update, check, or check_unclaimed)';
 
 /** The lines a refused request prints, in order. */
-function problems(parse: (text: string) => unknown, request: unknown): readonly string[] {
+async function problems(
+  parse: (text: string) => Promise<unknown>,
+  request: unknown,
+): Promise<readonly string[]> {
   const text = typeof request === 'string' ? request : JSON.stringify(request);
   try {
-    parse(text);
+    await parse(text);
   } catch (error) {
     if (error instanceof ConfigurationError) return error.lines;
     throw error;
@@ -31,8 +34,8 @@ const out = (source: unknown, params: unknown = { acquire: true }) =>
   JSON.stringify({ source, params });
 
 describe('source', () => {
-  it('parses every field of the source, already in the shapes the code uses', () => {
-    const { request, warnings } = parseOutRequest(
+  it('parses every field of the source, already in the shapes the code uses', async () => {
+    const { request, warnings } = await parseOutRequest(
       out({
         uri: 'ssh://git@example.com:2222/locks.git',
         branch: 'locks',
@@ -89,8 +92,8 @@ describe('source', () => {
     });
   });
 
-  it('defaults what is not given: 10s between polls, 5m per git command, no auth', () => {
-    const { request } = parseOutRequest(out(MINIMAL));
+  it('defaults what is not given: 10s between polls, 5m per git command, no auth', async () => {
+    const { request } = await parseOutRequest(out(MINIMAL));
     expect(request.source).toEqual({
       ...MINIMAL,
       privateKey: undefined,
@@ -108,8 +111,8 @@ describe('source', () => {
     });
   });
 
-  it('treats null and empty optional fields as not given (YAML leaves them so)', () => {
-    const { request } = parseOutRequest(
+  it('treats null and empty optional fields as not given (YAML leaves them so)', async () => {
+    const { request } = await parseOutRequest(
       out({
         ...MINIMAL,
         private_key: null,
@@ -130,8 +133,8 @@ describe('source', () => {
     });
   });
 
-  it('takes the proxy port as a number or a string of digits', () => {
-    const { request } = parseOutRequest(
+  it('takes the proxy port as a number or a string of digits', async () => {
+    const { request } = await parseOutRequest(
       out({ ...MINIMAL, https_tunnel: { proxy_host: 'p', proxy_port: '8080' } }),
     );
     expect(request.source.httpsTunnel).toEqual({
@@ -154,8 +157,8 @@ describe('source', () => {
     [10_000_000_000, 10_000],
     [1, 1],
     [0, 0],
-  ])('retry_delay %j is %d ms', (retryDelay, ms) => {
-    const { request } = parseOutRequest(out({ ...MINIMAL, retry_delay: retryDelay }));
+  ])('retry_delay %j is %d ms', async (retryDelay, ms) => {
+    const { request } = await parseOutRequest(out({ ...MINIMAL, retry_delay: retryDelay }));
     expect(request.source.retryDelayMs).toBe(ms);
   });
 
@@ -174,12 +177,14 @@ describe('source', () => {
     ['1000h', 'invalid payload (retry_delay is longer than 168h)'],
     [true, 'invalid payload (retry_delay must be a duration such as "10s")'],
     [{ seconds: 10 }, 'invalid payload (retry_delay must be a duration such as "10s")'],
-  ])('retry_delay %j is refused with one line naming it', (retryDelay, line) => {
-    expect(problems(parseOutRequest, out({ ...MINIMAL, retry_delay: retryDelay }))).toEqual([line]);
+  ])('retry_delay %j is refused with one line naming it', async (retryDelay, line) => {
+    expect(await problems(parseOutRequest, out({ ...MINIMAL, retry_delay: retryDelay }))).toEqual([
+      line,
+    ]);
   });
 
-  it('refuses a zero git_timeout (it would fail every command)', () => {
-    expect(problems(parseOutRequest, out({ ...MINIMAL, git_timeout: '0s' }))).toEqual([
+  it('refuses a zero git_timeout (it would fail every command)', async () => {
+    expect(await problems(parseOutRequest, out({ ...MINIMAL, git_timeout: '0s' }))).toEqual([
       'invalid payload (git_timeout must be more than zero)',
     ]);
   });
@@ -205,24 +210,24 @@ describe('source', () => {
         'invalid payload (missing pool)',
       ],
     ],
-  ])('keeps the reference line for a missing required field: %j', (source, lines) => {
+  ])('keeps the reference line for a missing required field: %j', async (source, lines) => {
     for (const parse of [parseCheckRequest, parseInRequest, parseOutRequest]) {
       const request = JSON.stringify({
         source,
         version: { ref: 'abc123' },
         params: { acquire: true },
       });
-      expect(problems(parse, request)).toEqual(lines);
+      expect(await problems(parse, request)).toEqual(lines);
     }
   });
 
-  it('reports all three reference lines when there is no source at all', () => {
-    expect(problems(parseCheckRequest, {})).toEqual([
+  it('reports all three reference lines when there is no source at all', async () => {
+    expect(await problems(parseCheckRequest, {})).toEqual([
       'invalid payload (missing uri)',
       'invalid payload (missing branch)',
       'invalid payload (missing pool)',
     ]);
-    expect(problems(parseOutRequest, { source: null })).toEqual([
+    expect(await problems(parseOutRequest, { source: null })).toEqual([
       'invalid payload (missing uri)',
       'invalid payload (missing branch)',
       'invalid payload (missing pool)',
@@ -230,9 +235,9 @@ describe('source', () => {
     ]);
   });
 
-  it('names the field when a value has the wrong type', () => {
+  it('names the field when a value has the wrong type', async () => {
     expect(
-      problems(
+      await problems(
         parseOutRequest,
         out({
           uri: 42,
@@ -253,18 +258,18 @@ describe('source', () => {
       'invalid payload (https_tunnel.proxy_port must be a port number)',
       'invalid payload (skip_ssl_verification must be true or false)',
     ]);
-    expect(problems(parseOutRequest, out('git@example.com:locks.git'))).toEqual([
+    expect(await problems(parseOutRequest, out('git@example.com:locks.git'))).toEqual([
       'invalid payload (source must be an object)',
     ]);
   });
 
-  it('refuses git_config entries without a name or a value', () => {
+  it('refuses git_config entries without a name or a value', async () => {
     expect(
-      problems(parseOutRequest, out({ ...MINIMAL, git_config: [{ name: 'user.name' }] })),
+      await problems(parseOutRequest, out({ ...MINIMAL, git_config: [{ name: 'user.name' }] })),
     ).toEqual(['invalid payload (git_config entries need a string value)']);
-    expect(problems(parseOutRequest, out({ ...MINIMAL, git_config: [{ value: 'x' }] }))).toEqual([
-      'invalid payload (git_config entries need a string name)',
-    ]);
+    expect(
+      await problems(parseOutRequest, out({ ...MINIMAL, git_config: [{ value: 'x' }] })),
+    ).toEqual(['invalid payload (git_config entries need a string name)']);
   });
 
   it.each([
@@ -274,25 +279,30 @@ describe('source', () => {
     ['-rf', 'invalid payload (pool "-rf" starts with "-")'],
     [':(glob)*', 'invalid payload (pool ":(glob)*" starts with ":")'],
     ['a\nb', 'invalid payload (pool "a\\x0ab" contains a control character)'],
-  ])('refuses the pool %j before any git work', (pool, line) => {
-    expect(problems(parseOutRequest, out({ ...MINIMAL, pool }))).toEqual([line]);
+  ])('refuses the pool %j before any git work', async (pool, line) => {
+    expect(await problems(parseOutRequest, out({ ...MINIMAL, pool }))).toEqual([line]);
   });
 
   it.each(['-b', '--upload-pack=evil', 'a..b', 'a b', 'refs/heads/x.lock', 'x~1', 'x^', 'a:b'])(
     'refuses the branch %j',
-    (branch) => {
-      expect(problems(parseOutRequest, out({ ...MINIMAL, branch }))).toEqual([
+    async (branch) => {
+      expect(await problems(parseOutRequest, out({ ...MINIMAL, branch }))).toEqual([
         'invalid payload (branch is not a valid branch name)',
       ]);
     },
   );
 
-  it.each(['master', 'locks/ci', 'release-1.2', 'feature_x'])('accepts the branch %j', (branch) => {
-    expect(parseOutRequest(out({ ...MINIMAL, branch })).request.source.branch).toBe(branch);
-  });
+  it.each(['master', 'locks/ci', 'release-1.2', 'feature_x'])(
+    'accepts the branch %j',
+    async (branch) => {
+      expect((await parseOutRequest(out({ ...MINIMAL, branch }))).request.source.branch).toBe(
+        branch,
+      );
+    },
+  );
 
-  it('accepts unknown fields with a warning naming each', () => {
-    const { request, warnings } = parseOutRequest(
+  it('accepts unknown fields with a warning naming each', async () => {
+    const { request, warnings } = await parseOutRequest(
       out({ ...MINIMAL, paths: ['x'], tag_filter: 'v*' }, { acquire: true, timeout: '1m' }),
     );
     expect(request.operation).toEqual({ kind: 'acquire' });
@@ -303,8 +313,8 @@ describe('source', () => {
     ]);
   });
 
-  it('never repeats a secret in an error line', () => {
-    const lines = problems(
+  it('never repeats a secret in an error line', async () => {
+    const lines = await problems(
       parseOutRequest,
       out({
         uri: 'https://robot:s3cr3t-token@example.com/locks.git',
@@ -329,52 +339,59 @@ describe('stdin', () => {
     ['[1, 2]', 'invalid payload (expected a JSON object on stdin)'],
     ['"text"', 'invalid payload (expected a JSON object on stdin)'],
     ['null', 'invalid payload (expected a JSON object on stdin)'],
-  ])('refuses %j with one line', (text, line) => {
+  ])('refuses %j with one line', async (text, line) => {
     for (const parse of [parseCheckRequest, parseInRequest, parseOutRequest]) {
-      expect(problems(parse, text)).toEqual([line]);
+      expect(await problems(parse, text)).toEqual([line]);
     }
   });
 });
 
 describe('check request', () => {
-  it('takes an optional version', () => {
-    expect(parseCheckRequest(JSON.stringify({ source: MINIMAL })).request.version).toBeUndefined();
+  it('takes an optional version', async () => {
     expect(
-      parseCheckRequest(JSON.stringify({ source: MINIMAL, version: null })).request.version,
+      (await parseCheckRequest(JSON.stringify({ source: MINIMAL }))).request.version,
     ).toBeUndefined();
     expect(
-      parseCheckRequest(JSON.stringify({ source: MINIMAL, version: { ref: 'ABCdef0123' } })).request
-        .version,
+      (await parseCheckRequest(JSON.stringify({ source: MINIMAL, version: null }))).request.version,
+    ).toBeUndefined();
+    expect(
+      (await parseCheckRequest(JSON.stringify({ source: MINIMAL, version: { ref: 'ABCdef0123' } })))
+        .request.version,
     ).toBe('ABCdef0123');
   });
 
-  it('refuses a version that is not a commit id (it could reach git as an option)', () => {
+  it('refuses a version that is not a commit id (it could reach git as an option)', async () => {
     expect(
-      problems(parseCheckRequest, { source: MINIMAL, version: { ref: '--output=/tmp/x' } }),
+      await problems(parseCheckRequest, { source: MINIMAL, version: { ref: '--output=/tmp/x' } }),
     ).toEqual(['invalid payload (version.ref must be a commit id)']);
-    expect(problems(parseCheckRequest, { source: MINIMAL, version: 'abc123' })).toEqual([
+    expect(await problems(parseCheckRequest, { source: MINIMAL, version: 'abc123' })).toEqual([
       'invalid payload (version must be an object with a ref)',
     ]);
   });
 });
 
 describe('in request', () => {
-  it('takes the version and an optional depth', () => {
+  it('takes the version and an optional depth', async () => {
     const ref = 'a'.repeat(40);
-    expect(parseInRequest(JSON.stringify({ source: MINIMAL, version: { ref } })).request).toEqual({
+    expect(
+      (await parseInRequest(JSON.stringify({ source: MINIMAL, version: { ref } }))).request,
+    ).toEqual({
       source: expect.objectContaining(MINIMAL),
       version: ref,
       depth: undefined,
     });
     expect(
-      parseInRequest(JSON.stringify({ source: MINIMAL, version: { ref }, params: { depth: 1 } }))
-        .request.depth,
+      (
+        await parseInRequest(
+          JSON.stringify({ source: MINIMAL, version: { ref }, params: { depth: 1 } }),
+        )
+      ).request.depth,
     ).toBe(1);
   });
 
-  it('reports every problem at once', () => {
+  it('reports every problem at once', async () => {
     expect(
-      problems(parseInRequest, {
+      await problems(parseInRequest, {
         source: { uri: 'u', pool: 'p' },
         version: { ref: 'HEAD~1' },
         params: { depth: 0 },
@@ -386,26 +403,32 @@ describe('in request', () => {
     ]);
   });
 
-  it('refuses a request without a version', () => {
-    expect(problems(parseInRequest, { source: MINIMAL })).toEqual([
+  it('refuses a request without a version', async () => {
+    expect(await problems(parseInRequest, { source: MINIMAL })).toEqual([
       'invalid payload (missing version)',
     ]);
   });
 
-  it.each([0, -1, 1.5, '1'])('refuses depth %j', (depth) => {
+  it.each([0, -1, 1.5, '1'])('refuses depth %j', async (depth) => {
     expect(
-      problems(parseInRequest, { source: MINIMAL, version: { ref: 'abcd' }, params: { depth } }),
+      await problems(parseInRequest, {
+        source: MINIMAL,
+        version: { ref: 'abcd' },
+        params: { depth },
+      }),
     ).toEqual(['invalid payload (params.depth must be a positive whole number)']);
   });
 
-  it('warns about unknown params', () => {
+  it('warns about unknown params', async () => {
     expect(
-      parseInRequest(
-        JSON.stringify({
-          source: MINIMAL,
-          version: { ref: 'abcd' },
-          params: { skip_download: true },
-        }),
+      (
+        await parseInRequest(
+          JSON.stringify({
+            source: MINIMAL,
+            version: { ref: 'abcd' },
+            params: { skip_download: true },
+          }),
+        )
       ).warnings,
     ).toEqual(['warning: ignoring unknown params field "skip_download"']);
   });
@@ -430,32 +453,32 @@ describe('out request', () => {
       { release: 'lock-step', claim: '', add: null },
       { kind: 'release', step: 'lock-step' },
     ],
-  ])('params %j are one operation', (params, operation) => {
-    expect(parseOutRequest(out(MINIMAL, params)).request.operation).toEqual(operation);
+  ])('params %j are one operation', async (params, operation) => {
+    expect((await parseOutRequest(out(MINIMAL, params))).request.operation).toEqual(operation);
   });
 
   it.each([{}, { acquire: false }, { release: '' }, { claim: null }])(
     'keeps the reference line when no operation is given: %j',
-    (params) => {
-      expect(problems(parseOutRequest, out(MINIMAL, params))).toEqual([MISSING_OPERATION]);
+    async (params) => {
+      expect(await problems(parseOutRequest, out(MINIMAL, params))).toEqual([MISSING_OPERATION]);
     },
   );
 
-  it('keeps the reference line when params are missing entirely', () => {
-    expect(problems(parseOutRequest, { source: MINIMAL })).toEqual([MISSING_OPERATION]);
+  it('keeps the reference line when params are missing entirely', async () => {
+    expect(await problems(parseOutRequest, { source: MINIMAL })).toEqual([MISSING_OPERATION]);
   });
 
-  it('refuses two operations in one put', () => {
+  it('refuses two operations in one put', async () => {
     expect(
-      problems(parseOutRequest, out(MINIMAL, { acquire: true, release: 'lock-step' })),
+      await problems(parseOutRequest, out(MINIMAL, { acquire: true, release: 'lock-step' })),
     ).toEqual([
       'invalid payload (params has more than one operation: acquire, release; a put does exactly one)',
     ]);
   });
 
-  it('reports every problem at once, source first', () => {
+  it('reports every problem at once, source first', async () => {
     expect(
-      problems(parseOutRequest, {
+      await problems(parseOutRequest, {
         source: { pool: 'envs', retry_delay: 'soon' },
         params: { wait_timeout: '0s' },
       }),
@@ -465,10 +488,9 @@ describe('out request', () => {
       'invalid payload (retry_delay: invalid duration "soon" (use Go syntax such as "10s", "1m30s", "250ms"))',
       'invalid payload (wait_timeout must be more than zero)',
     ]);
-    expect(problems(parseOutRequest, { source: { uri: 'u', pool: 'p' }, params: {} })).toEqual([
-      'invalid payload (missing branch)',
-      MISSING_OPERATION,
-    ]);
+    expect(
+      await problems(parseOutRequest, { source: { uri: 'u', pool: 'p' }, params: {} }),
+    ).toEqual(['invalid payload (missing branch)', MISSING_OPERATION]);
   });
 
   it.each([
@@ -476,8 +498,8 @@ describe('out request', () => {
     ['.secret', 'invalid payload (claim: lock name ".secret" is a dotfile)'],
     ['a\u0000b', 'invalid payload (claim: lock name "a\\x00b" contains a control character)'],
     ['x'.repeat(256), 'invalid payload (claim: lock name is longer than 255 bytes)'],
-  ])('refuses claiming the unsafe name %j', (name, line) => {
-    expect(problems(parseOutRequest, out(MINIMAL, { claim: name }))).toEqual([line]);
+  ])('refuses claiming the unsafe name %j', async (name, line) => {
+    expect(await problems(parseOutRequest, out(MINIMAL, { claim: name }))).toEqual([line]);
   });
 
   it.each([
@@ -486,20 +508,21 @@ describe('out request', () => {
     [{ release: true }, 'invalid payload (release must be the name of a step folder)'],
     [{ add: ['a'] }, 'invalid payload (add must be the name of a step folder)'],
     [{ update: 'a\u0000b' }, 'invalid payload (update: step folder contains a NUL character)'],
-  ])('names the param with the wrong type: %j', (params, line) => {
-    expect(problems(parseOutRequest, out(MINIMAL, params))).toEqual([line]);
+  ])('names the param with the wrong type: %j', async (params, line) => {
+    expect(await problems(parseOutRequest, out(MINIMAL, params))).toEqual([line]);
   });
 
-  it('refuses params that are not an object', () => {
-    expect(problems(parseOutRequest, out(MINIMAL, ['acquire']))).toEqual([
+  it('refuses params that are not an object', async () => {
+    expect(await problems(parseOutRequest, out(MINIMAL, ['acquire']))).toEqual([
       'invalid payload (params must be an object)',
     ]);
   });
 
-  it('parses wait_timeout as a Go duration', () => {
+  it('parses wait_timeout as a Go duration', async () => {
     expect(
-      parseOutRequest(out(MINIMAL, { acquire: true, wait_timeout: '2m' })).request.waitTimeoutMs,
+      (await parseOutRequest(out(MINIMAL, { acquire: true, wait_timeout: '2m' }))).request
+        .waitTimeoutMs,
     ).toBe(120_000);
-    expect(parseOutRequest(out(MINIMAL)).request.waitTimeoutMs).toBeUndefined();
+    expect((await parseOutRequest(out(MINIMAL))).request.waitTimeoutMs).toBeUndefined();
   });
 });
