@@ -88,6 +88,8 @@ export class LockPool {
    * rejected). After cancellation this is what the compensating release looks for.
    */
   pendingClaim: Claim | undefined;
+  /** Whether this run has polled while waiting (see waitForChange). */
+  private polled = false;
 
   constructor(
     private readonly store: LockStore,
@@ -173,7 +175,13 @@ export class LockPool {
     }
   }
 
-  /** Sleeps `retry_delay` at a time until the remote tip moves (polled without fetching). */
+  /**
+   * Sleeps `retry_delay` at a time until the remote tip moves (polled without fetching). The
+   * first sleep of a run is a random part of `retry_delay`: puts that started together (a
+   * pipeline's jobs, a retried build) would otherwise poll in lockstep, all notice a release at
+   * the same moment and race for it, while a release right after their poll went unseen for a
+   * whole `retry_delay`. Spread out, some waiter polls soon after any release.
+   */
   private async waitForChange(
     tip: string,
     reason: string,
@@ -184,6 +192,10 @@ export class LockPool {
       await this.reporter.waiting(reason, wanted, this.clock.now() - started);
       const waited = this.clock.now() - started;
       const { waitTimeoutMs } = this.options;
+      const delay = this.polled
+        ? this.options.retryDelayMs
+        : Math.ceil(this.clock.random() * this.options.retryDelayMs);
+      this.polled = true;
       if (waitTimeoutMs !== undefined) {
         const left = waitTimeoutMs - waited;
         if (left <= 0) {
@@ -191,14 +203,14 @@ export class LockPool {
             `timed out after ${formatMs(waitTimeoutMs)} (params.wait_timeout) waiting: ${reason}`,
           );
         }
-        await this.clock.sleep(Math.min(this.options.retryDelayMs, left), this.signal);
+        await this.clock.sleep(Math.min(delay, left), this.signal);
         if (this.clock.now() - started >= waitTimeoutMs) {
           throw new WaitTimeoutError(
             `timed out after ${formatMs(waitTimeoutMs)} (params.wait_timeout) waiting: ${reason}`,
           );
         }
       } else {
-        await this.clock.sleep(this.options.retryDelayMs, this.signal);
+        await this.clock.sleep(delay, this.signal);
       }
       const remote = await this.store.remoteTip();
       if (remote !== tip) return;

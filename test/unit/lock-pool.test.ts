@@ -285,12 +285,15 @@ describe('LockPool', () => {
     expect(outcome.name).toBe('lock-a');
     expect(reporter.conflicts).toEqual(['lock-a']);
     expect(reporter.waits[0]).toBe('no unclaimed lock in pool "envs" (1 claimed, 0 unclaimed)');
-    // Jitter 0 after the lost race, then two polls of retry_delay.
-    expect(clock.sleeps).toEqual([0, RETRY_DELAY_MS, RETRY_DELAY_MS]);
+    // Jitter 0 after the lost race; the first poll at a random point of retry_delay (0 here),
+    // then one retry_delay later.
+    expect(clock.sleeps).toEqual([0, 0, RETRY_DELAY_MS]);
     expect(store.remote.claimed).toEqual(new Set(['lock-a']));
   });
 
   it('waits retry_delay only while nothing is free, polling the tip without fetching', async () => {
+    // The first poll comes at a random point of retry_delay (half of it with this clock), so
+    // puts that started together do not poll in lockstep; then one every retry_delay.
     const store = new FakeStore(['lock-a', 'lock-b'], []);
     const { pool, clock, reporter } = setup(store);
     clock.onSleep = (index) => {
@@ -302,7 +305,12 @@ describe('LockPool', () => {
         });
     };
     expect(await pool.run({ kind: 'acquire' })).toEqual({ ref: 'c2', name: 'lock-b' });
-    expect(clock.sleeps).toEqual([RETRY_DELAY_MS, RETRY_DELAY_MS, RETRY_DELAY_MS, RETRY_DELAY_MS]);
+    expect(clock.sleeps).toEqual([
+      RETRY_DELAY_MS / 2,
+      RETRY_DELAY_MS,
+      RETRY_DELAY_MS,
+      RETRY_DELAY_MS,
+    ]);
     // One fetch before the wait, one after the tip moved; the polls in between only look.
     expect(store.count('sync')).toBe(2);
     expect(store.count('remoteTip')).toBe(4);
@@ -336,7 +344,7 @@ describe('LockPool', () => {
         });
       };
       await pool.run(operation);
-      expect(clock.sleeps).toEqual([RETRY_DELAY_MS]);
+      expect(clock.sleeps).toEqual([RETRY_DELAY_MS / 2]);
     },
   );
 
@@ -483,7 +491,7 @@ describe('LockPool', () => {
       if (index === 1) controller.abort(new Error('stopped by SIGTERM'));
     };
     await expect(pool.run({ kind: 'acquire' })).rejects.toBeInstanceOf(CancelledError);
-    expect(clock.sleeps).toEqual([RETRY_DELAY_MS, RETRY_DELAY_MS]);
+    expect(clock.sleeps).toEqual([RETRY_DELAY_MS / 2, RETRY_DELAY_MS]);
     expect(store.count('commit')).toBe(0);
   });
 
