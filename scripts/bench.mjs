@@ -1,18 +1,22 @@
 #!/usr/bin/env node
 // `npm run bench`: how the resource's cost grows with the lock repository's history and how it
-// behaves under contention, measured through the real assets/{check,in,out} over `git daemon` on
+// behaves under contention, measured through the real check, in and out over `git daemon` on
 // 127.0.0.1, next to the plain-git floor measured in the same run. Prints a table and writes
-// bench-results/bench-<time>.json.
+// bench-results/bench-<time>.json. The scripts measured are the packaged payload in
+// build/resource/ (`npm run package`: what the image installs at /opt/resource), or another
+// folder of scripts with --assets (assets/ runs the unbundled build in dist/).
 //
 //   node scripts/bench.mjs [--quick] [--sizes 100,10000,100000] [--reps 9]
 //                          [--workers 8] [--locks 2] [--rounds 3] [--hold-ms 200]
 //                          [--retry-delay 1s] [--no-contention] [--keep] [--out FILE]
+//                          [--assets build/resource]
 //
 // --quick takes 3 rounds per size instead of 9. Sizes take turns round by round, so a burst of
 // load from elsewhere on the machine lands on every size alike; the figures to compare are the
 // ratios within one run.
 import { spawn } from 'node:child_process';
 import { createServer, connect } from 'node:net';
+import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir, cpus, loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -41,12 +45,12 @@ const { values: opts } = parseArgs({
     'no-contention': { type: 'boolean', default: false },
     keep: { type: 'boolean', default: false },
     out: { type: 'string' },
-    // The scripts to measure: assets/ (the build in dist/), or an installed payload such as
-    // build/resource/ from `npm run package` (what the image puts in /opt/resource).
-    assets: { type: 'string' },
+    // The scripts to measure: the payload `npm run package` writes (what the image puts in
+    // /opt/resource), or assets/ (the unbundled build in dist/), or an installed payload.
+    assets: { type: 'string', default: 'build/resource' },
   },
 });
-const ASSETS = resolve(opts.assets ?? join(ROOT, 'assets'));
+const ASSETS = resolve(ROOT, opts.assets);
 const sizes = (opts.sizes ?? '100,10000,100000').split(',').map(Number);
 const reps = Number(opts.reps ?? (opts.quick ? 3 : 9));
 const contention = {
@@ -669,6 +673,12 @@ function targets(results, c) {
 }
 
 async function main() {
+  if (!existsSync(join(ASSETS, 'out'))) {
+    process.stderr.write(
+      `no scripts in ${ASSETS}: run \`npm run package\` first (or pass --assets assets)\n`,
+    );
+    process.exit(1);
+  }
   const loadBefore = loadavg();
   const root = await mkdtemp(join(tmpdir(), 'pool-bench-'));
   await mkdir(join(root, 'repos'));
@@ -702,13 +712,13 @@ async function main() {
     .map((v) => v.toFixed(2))
     .join(
       ', ',
-    )}; after ${load.after.map((v) => v.toFixed(2)).join(', ')} on ${cpus().length} cores`;
+    )}; after ${load.after.map((v) => v.toFixed(2)).join(', ')} on ${cpus().length} cores\nscripts measured: ${ASSETS}`;
   process.stdout.write(`${table}\n`);
   const report = {
     date: new Date().toISOString(),
     machine: { cpus: cpus().length, node: process.version, load },
     git: (await run('git', ['--version'])).stdout.trim(),
-    options: { sizes, reps, contention, quick: opts.quick },
+    options: { sizes, reps, contention, quick: opts.quick, assets: ASSETS },
     sizes: results,
     contention: contentionResult,
     table,
