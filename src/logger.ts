@@ -22,8 +22,20 @@ export class Logger {
   redact(text: string): string {
     let result = text;
     // Longest first, so a secret containing another is masked whole.
-    for (const secret of [...this.secrets].sort((a, b) => b.length - a.length)) {
+    const secrets = [...this.secrets].sort((a, b) => b.length - a.length);
+    for (const secret of secrets) {
       if (result.includes(secret)) result = result.split(secret).join('***');
+    }
+    // A value quoted in a message is cut short with "…" (lock-name.ts, printable): a secret
+    // pasted into that field can straddle the cut and show its first part, which no whole
+    // secret matches.
+    for (let cut = result.indexOf('…'); cut !== -1; cut = result.indexOf('…', cut + 1)) {
+      const before = result.slice(0, cut);
+      const secret = secrets.find((s) => secretHeadEnding(before, s) > 0);
+      if (secret === undefined) continue;
+      const head = secretHeadEnding(before, secret);
+      result = `${before.slice(0, cut - head)}***${result.slice(cut)}`;
+      cut = cut - head + 3;
     }
     return result;
   }
@@ -35,6 +47,14 @@ export class Logger {
   error(message: string): void {
     this.write(`${this.redact(message)}\n`);
   }
+}
+
+/** The length of the longest start of `secret` (3 characters or more) that `text` ends with. */
+function secretHeadEnding(text: string, secret: string): number {
+  for (let length = Math.min(secret.length - 1, text.length); length >= 3; length--) {
+    if (text.endsWith(secret.slice(0, length))) return length;
+  }
+  return 0;
 }
 
 /** Removes credentials from a URI for display: `https://user:pass@host` → `https://user:***@host`. */

@@ -17,6 +17,8 @@ const PASSPHRASE = 'Passphrase-S3cr3t-91c4d7';
 const PASSWORD = 'Password-S3cr3t-5e7d02';
 const PROXY_PASSWORD = 'ProxyPassword-S3cr3t-2b8a66';
 const URI_PASSWORD = 'UriPassword-S3cr3t-0f6e13';
+/** Longer than a quoted value is shown (80 characters): a message shows its first part only. */
+const LONG_PASSWORD = `LongPassword-S3cr3t-${'7c'.repeat(50)}`;
 let privateKey: string;
 
 /** Every string that must never be shown, including each line of the key and encoded forms. */
@@ -32,6 +34,7 @@ function secrets(): string[] {
     PASSWORD,
     PROXY_PASSWORD,
     URI_PASSWORD,
+    LONG_PASSWORD.slice(20, 60),
     'S3cr3t',
     Buffer.from(`user:${PASSWORD}`).toString('base64'),
     Buffer.from(`user:${URI_PASSWORD}`).toString('base64'),
@@ -222,6 +225,15 @@ describe('secrets never appear', () => {
         'bad duration',
         'out',
         { source: { ...local, retry_delay: PASSWORD }, params: { acquire: true } },
+        [await tempDir()],
+      ),
+      run(
+        'long password as the pool',
+        'out',
+        {
+          source: { ...local, password: LONG_PASSWORD, pool: `-${LONG_PASSWORD}` },
+          params: { acquire: true },
+        },
         [await tempDir()],
       ),
       run('two operations', 'out', { source: local, params: { acquire: true, claim: 'lock-a' } }, [
