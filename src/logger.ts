@@ -62,13 +62,16 @@ export function displayUri(uri: string): string {
   return uri.replace(/^([a-z][a-z0-9+.-]*:\/\/[^/@:]*):[^/@]*@/i, '$1:***@');
 }
 
-/** The password inside a URI's userinfo, if any. */
-export function uriPassword(uri: string): string | undefined {
+/**
+ * The password in a URI's userinfo as written and decoded (`p%2fss` and `p/ss`): git may show
+ * either, and the way it was percent-encoded (lower-case hex, say) is the user's.
+ */
+export function uriPasswords(uri: string): string[] {
   const match = /^[a-z][a-z0-9+.-]*:\/\/[^/@:]*:([^/@]*)@/i.exec(uri);
-  if (!match?.[1]) return undefined;
+  if (!match?.[1]) return [];
   try {
-    return decodeURIComponent(match[1]);
+    return [...new Set([match[1], decodeURIComponent(match[1])])];
   } catch {
-    return match[1];
+    return [match[1]];
   }
 }

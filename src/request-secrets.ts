@@ -1,7 +1,7 @@
 // The secret values of a request as sent, read before the request is parsed: a request that
 // fails to parse never registers its secrets, yet a message about another field can quote one
 // (a password pasted into retry_delay, say).
-import { uriPassword } from './logger.js';
+import { uriPasswords } from './logger.js';
 
 /** The values of the secret fields, whatever else is wrong with the request; [] if it is not JSON. */
 export function requestSecrets(text: string): string[] {
@@ -22,6 +22,6 @@ export function requestSecrets(text: string): string[] {
     field(source, 'private_key_passphrase'),
     field(source, 'password'),
     field(field(source, 'https_tunnel'), 'proxy_password'),
-    typeof uri === 'string' ? uriPassword(uri) : undefined,
+    ...(typeof uri === 'string' ? uriPasswords(uri) : []),
   ].filter((value): value is string => typeof value === 'string');
 }

@@ -3,7 +3,7 @@
 import type { CommandContext } from './context.js';
 import { createGitEnvironment, type GitEnvironment } from './git/environment.js';
 import { Git } from './git/git.js';
-import { uriPassword } from './logger.js';
+import { uriPasswords } from './logger.js';
 import type { Parsed, Source } from './request.js';
 import { requestSecrets } from './request-secrets.js';
 
@@ -18,7 +18,7 @@ export function registerSecrets(source: Source, ctx: CommandContext): void {
     source.privateKeyPassphrase,
     source.password,
     source.httpsTunnel?.proxyPassword,
-    uriPassword(source.uri),
+    ...uriPasswords(source.uri),
     basicCredentials(source.username, source.password),
     basicCredentials(source.httpsTunnel?.proxyUser, source.httpsTunnel?.proxyPassword),
     // Headers and tokens set through git_config (e.g. http.extraHeader with a bearer token).

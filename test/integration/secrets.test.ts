@@ -228,6 +228,19 @@ describe('secrets never appear', () => {
         [await tempDir()],
       ),
       run(
+        'URI password as written, as the pool',
+        'out',
+        {
+          source: {
+            ...local,
+            uri: 'http://user:Uri%2fPassword-S3cr3t-4d1a@127.0.0.1:1/locks.git',
+            pool: '-Uri%2fPassword-S3cr3t-4d1a',
+          },
+          params: { acquire: true },
+        },
+        [await tempDir()],
+      ),
+      run(
         'long password as the pool',
         'out',
         {
@@ -291,6 +304,9 @@ describe('secrets never appear', () => {
       `https://user:${URI_PASSWORD}@127.0.0.1:${closedPort}/locks.git`,
       `http://user:${URI_PASSWORD}@127.0.0.1:${unauthorisedPort}/locks.git`,
       `http://user:${encodeURIComponent(URI_PASSWORD)}@127.0.0.1:${silentPort}/locks.git`,
+      // Percent-encoded its own way (lower-case hex): masked as written, not only as decoded.
+      `http://user:Uri%2fPassword-S3cr3t-4d1a@127.0.0.1:${unauthorisedPort}/locks.git`,
+      `ssh://git:Uri%2fPassword-S3cr3t-4d1a@127.0.0.1:${closedPort}/locks.git`,
       `ssh://git@127.0.0.1:${closedPort}/locks.git`,
       `git@127.0.0.1:locks.git`,
       `git://127.0.0.1:${closedPort}/locks.git`,
