@@ -8,7 +8,13 @@ import { CancelledError, describeError } from './errors.js';
 import { createGitEnvironment, type GitEnvironment } from './git/environment.js';
 import { Git } from './git/git.js';
 import type { ResolvedOperation } from './lock-operation.js';
-import { releaseAbandonedClaim, type LockPool, type Outcome } from './lock-pool.js';
+import {
+  releaseAbandonedClaim,
+  type AbandonedClaimResult,
+  type Claim,
+  type LockPool,
+  type Outcome,
+} from './lock-pool.js';
 import { LockRepository } from './lock-repository.js';
 import { displayUri } from './logger.js';
 import type { Source } from './request.js';
@@ -30,9 +36,18 @@ export function runReleasingAbandonedClaim(
   claimer: string,
 ): (operation: ResolvedOperation) => Promise<Outcome> {
   const release = async (signal: AbortSignal, what: 'aborted' | 'failed') => {
-    const claim = pool.pendingClaim;
-    if (!claim) return;
-    pool.pendingClaim = undefined;
+    const claims = pool.pendingClaims;
+    pool.pendingClaims = [];
+    // At most one of them can be on the remote (see LockPool.pendingClaims).
+    for (const claim of claims) {
+      if ((await releaseOne(claim, signal, what)) === 'released') return;
+    }
+  };
+  const releaseOne = async (
+    claim: Claim,
+    signal: AbortSignal,
+    what: 'aborted' | 'failed',
+  ): Promise<AbandonedClaimResult | 'unknown'> => {
     ctx.log.info(
       `the claim of "${claim.name}" may have reached the remote: checking, to release it`,
     );
@@ -56,10 +71,12 @@ export function runReleasingAbandonedClaim(
           ? `released "${claim.name}": this run no longer holds it`
           : `"${claim.name}" was not claimed by this run on the remote: nothing to release`,
       );
+      return result;
     } catch (error) {
       ctx.log.error(
         `error releasing abandoned lock: "${claim.name}" in pool "${source.pool}" may still be claimed by commit ${claim.commit} on refs/heads/${source.branch} of ${displayUri(source.uri)}; release it by hand (${describeError(error)})`,
       );
+      return 'unknown';
     } finally {
       await environment?.dispose();
     }

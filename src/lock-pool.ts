@@ -54,6 +54,11 @@ export interface Claim {
   commit: string;
 }
 
+/** A claiming commit pushed without a definite answer, and the tip it was committed on. */
+export interface PendingClaim extends Claim {
+  parent: string;
+}
+
 export interface LockPoolOptions {
   pool: string;
   retryDelayMs: number;
@@ -84,10 +89,16 @@ export const PUSH_GRACE_MS = 3_000;
 
 export class LockPool {
   /**
-   * A claiming commit that may be on the remote (set before its push, cleared when the push is
-   * rejected). After cancellation this is what the compensating release looks for.
+   * Claiming commits that may be on the remote: each is added before its push and dropped when
+   * the remote rejects it or can no longer take it. After cancellation or failure these are what
+   * the compensating release looks for; after success, the claim that is held.
+   *
+   * More than one only after pushes whose answer was lost (a timeout, a dropped connection): the
+   * server may still be applying such a push when the next attempt syncs, and land it later. A
+   * push moves the branch only from the tip its commit was made on, so a claim stays possible
+   * while the branch is still at that tip, and at most one of them can ever land.
    */
-  pendingClaim: Claim | undefined;
+  pendingClaims: PendingClaim[] = [];
   /** Whether this run has polled while waiting (see waitForChange). */
   private polled = false;
 
@@ -136,14 +147,15 @@ export class LockPool {
   > {
     const tip = await this.store.sync();
     // A push whose result we never saw (connection dropped, timed out) may have landed.
-    if (this.pendingClaim) {
-      if (await this.store.holds(this.pendingClaim))
-        return {
-          kind: 'done',
-          outcome: { ref: this.pendingClaim.commit, name: this.pendingClaim.name },
-        };
-      this.pendingClaim = undefined;
+    for (const claim of this.pendingClaims) {
+      if (await this.store.holds(claim)) {
+        this.pendingClaims = [claim];
+        return { kind: 'done', outcome: { ref: claim.commit, name: claim.name } };
+      }
     }
+    // One committed on a tip the branch has moved on from can no longer land; one committed on
+    // this tip still can, and excludes any claim made on it now (only one push from a tip wins).
+    this.pendingClaims = this.pendingClaims.filter((claim) => claim.parent === tip);
     const decision = decide(operation, await this.store.pool(), this.options.pool, () =>
       this.clock.random(),
     );
@@ -165,11 +177,15 @@ export class LockPool {
         const ref = await this.store.commit(
           this.options.message(decision.subject, decision.claiming),
         );
-        if (decision.claiming) this.pendingClaim = { name: decision.name, commit: ref };
+        const claim = { name: decision.name, commit: ref, parent: tip };
+        if (decision.claiming) this.pendingClaims.push(claim);
         this.throwIfCancelled();
         const pushed = decision.claiming ? await this.pushWithGrace() : await this.store.push();
-        if (pushed === 'pushed') return { kind: 'done', outcome: { ref, name: decision.name } };
-        this.pendingClaim = undefined;
+        if (pushed === 'pushed') {
+          if (decision.claiming) this.pendingClaims = [claim];
+          return { kind: 'done', outcome: { ref, name: decision.name } };
+        }
+        this.pendingClaims = this.pendingClaims.filter((pending) => pending !== claim);
         return { kind: 'conflict', name: decision.name };
       }
     }

@@ -37,9 +37,11 @@ function copy(s: Snapshot): Snapshot {
 
 /**
  * What a push does, scripted: an outcome git reports, a failure (thrown), or a push whose result
- * is lost: it lands on the remote but the caller only sees the error.
+ * is lost: it lands on the remote but the caller only sees the error. `late` is one the server is
+ * still applying when the caller gives up on it (git_timeout): it lands just before the next push
+ * is judged, if the remote is still at the commit it was made on.
  */
-type PushStep = PushOutcome | Error | { lost: Error };
+type PushStep = PushOutcome | Error | { lost: Error } | { late: Error };
 
 /** An in-memory lock repository: one remote branch and one working copy, in lock vocabulary. */
 class FakeStore implements LockStore {
@@ -56,6 +58,8 @@ class FakeStore implements LockStore {
   pushes: PushStep[] = [];
   /** Runs just before a push is judged (another writer can move the remote first). */
   beforePush: (() => void) | undefined;
+  /** A push the server is still applying (see PushStep). */
+  private inFlight: { snapshot: Snapshot; commit: string; parent: string } | undefined;
 
   constructor(claimed: string[], unclaimed: string[]) {
     this.remote = {
@@ -136,12 +140,25 @@ class FakeStore implements LockStore {
   async push(): Promise<PushOutcome> {
     this.log.push('push');
     this.beforePush?.();
+    if (this.inFlight?.parent === this.remoteCommit) {
+      this.remote = this.inFlight.snapshot;
+      this.remoteCommit = this.inFlight.commit;
+    }
+    this.inFlight = undefined;
     const step = this.pushes.shift() ?? 'pushed';
     const land = () => {
       this.remote = copy(this.local);
       this.remoteCommit = this.localCommit;
     };
     if (step instanceof Error) throw step;
+    if (typeof step === 'object' && 'late' in step) {
+      this.inFlight = {
+        snapshot: copy(this.local),
+        commit: this.localCommit,
+        parent: this.remoteCommit,
+      };
+      throw step.late;
+    }
     if (typeof step === 'object') {
       land();
       throw step.lost;
@@ -427,23 +444,55 @@ describe('LockPool', () => {
     expect(await pool.run({ kind: 'acquire' })).toEqual({ ref: 'c2', name: 'lock-a' });
     expect(store.count('holds')).toBe(1);
     expect(store.count('commit')).toBe(2);
-    expect(pool.pendingClaim).toEqual({ name: 'lock-a', commit: 'c2' });
+    expect(pool.pendingClaims).toEqual([{ name: 'lock-a', commit: 'c2', parent: 'c0' }]);
+  });
+
+  it('takes the claim a timed-out push landed late, and claims no second lock', async () => {
+    const store = new FakeStore([], ['lock-a', 'lock-b']);
+    // The server is still applying the first claim when the retry syncs; it lands just before
+    // the retry's own push, which it therefore beats.
+    store.pushes = [{ late: new GitTimeoutError(['push'], 1_000) }, 'rejected'];
+    const { pool } = setup(store, { clock: new FakeClock(0) });
+    const outcome = await pool.run({ kind: 'acquire' });
+    expect(outcome).toEqual({ ref: 'c1', name: 'lock-a' });
+    expect(store.remote.claimed).toEqual(new Set(['lock-a']));
+    expect(store.remote.unclaimed).toEqual(new Set(['lock-b']));
+    expect(store.count('commit')).toBe(2);
+    expect(pool.pendingClaims).toEqual([{ name: 'lock-a', commit: 'c1', parent: 'c0' }]);
+  });
+
+  it('drops a claim whose push timed out once the branch moved on without it', async () => {
+    const store = new FakeStore([], ['lock-a', 'lock-b']);
+    store.pushes = [new GitTimeoutError(['push'], 1_000)];
+    // Another build changes the pool while we back off: the lost claim can no longer land.
+    store.beforePush = () => {
+      store.beforePush = undefined;
+      store.otherWriter((remote) => {
+        remote.unclaimed.delete('lock-b');
+        remote.claimed.add('lock-b');
+        return 'lock-b';
+      });
+    };
+    const { pool } = setup(store, { clock: new FakeClock(0) });
+    expect(await pool.run({ kind: 'acquire' })).toEqual({ ref: 'c3', name: 'lock-a' });
+    expect(pool.pendingClaims).toEqual([{ name: 'lock-a', commit: 'c3', parent: 'other-2' }]);
+    expect(store.remote.claimed).toEqual(new Set(['lock-a', 'lock-b']));
   });
 
   it('forgets a claim whose push was rejected (nothing to release after an abort)', async () => {
     const store = new FakeStore([], ['lock-a']);
     store.pushes = ['rejected'];
-    let seen: Claim | undefined = { name: 'unset', commit: '' };
+    let seen: Claim[] = [];
     const controller = new AbortController();
     const { pool } = setup(store, { signal: controller.signal });
     store.beforePush = () => {
-      seen = pool.pendingClaim;
+      seen = [...pool.pendingClaims];
       // Abort while the rejected push is on its way back.
       controller.abort(new Error('stopped by SIGTERM'));
     };
     await expect(pool.run({ kind: 'acquire' })).rejects.toBeInstanceOf(CancelledError);
-    expect(seen).toEqual({ name: 'lock-a', commit: 'c1' });
-    expect(pool.pendingClaim).toBeUndefined();
+    expect(seen).toEqual([{ name: 'lock-a', commit: 'c1', parent: 'c0' }]);
+    expect(pool.pendingClaims).toEqual([]);
   });
 
   it.each<[string, ResolvedOperation, string[], string[]]>([
