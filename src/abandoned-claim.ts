@@ -35,19 +35,34 @@ export function runReleasingAbandonedClaim(
   /** Who claimed, for the release's message: "the put", "the pool command". */
   claimer: string,
 ): (operation: ResolvedOperation) => Promise<Outcome> {
+  /** Claims taken over from the pool for releasing, not yet found released or absent. */
+  let releasing: Claim[] = [];
+  const leftClaimed = (claim: Claim) =>
+    `"${claim.name}" in pool "${source.pool}" may still be claimed by commit ${claim.commit} on refs/heads/${source.branch} of ${displayUri(source.uri)}`;
   const release = async (signal: AbortSignal, what: 'aborted' | 'failed') => {
-    const claims = pool.pendingClaims;
+    releasing = pool.pendingClaims;
     pool.pendingClaims = [];
     // At most one of them can be on the remote (see LockPool.pendingClaims).
-    for (const claim of claims) {
-      if ((await releaseOne(claim, signal, what)) === 'released') return;
+    while (releasing.length > 0) {
+      const claim = releasing[0]!;
+      try {
+        const result = await releaseOne(claim, signal, what);
+        if (result === 'released') releasing = [];
+        else releasing = releasing.slice(1);
+      } catch (error) {
+        for (const left of releasing)
+          ctx.log.error(
+            `error releasing abandoned lock: ${leftClaimed(left)}; release it by hand (${describeError(error)})`,
+          );
+        releasing = [];
+      }
     }
   };
   const releaseOne = async (
     claim: Claim,
     signal: AbortSignal,
     what: 'aborted' | 'failed',
-  ): Promise<AbandonedClaimResult | 'unknown'> => {
+  ): Promise<AbandonedClaimResult> => {
     ctx.log.info(
       `the claim of "${claim.name}" may have reached the remote: checking, to release it`,
     );
@@ -72,16 +87,15 @@ export function runReleasingAbandonedClaim(
           : `"${claim.name}" was not claimed by this run on the remote: nothing to release`,
       );
       return result;
-    } catch (error) {
-      ctx.log.error(
-        `error releasing abandoned lock: "${claim.name}" in pool "${source.pool}" may still be claimed by commit ${claim.commit} on refs/heads/${source.branch} of ${displayUri(source.uri)}; release it by hand (${describeError(error)})`,
-      );
-      return 'unknown';
     } finally {
       await environment?.dispose();
     }
   };
   ctx.onAbort((signal) => release(signal, 'aborted'));
+  ctx.onForcedExit(() => {
+    for (const claim of [...pool.pendingClaims, ...releasing])
+      ctx.log.error(`exiting at once: ${leftClaimed(claim)}; release it by hand if so`);
+  });
   return async (operation) => {
     try {
       return await pool.run(operation);

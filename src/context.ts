@@ -15,4 +15,9 @@ export interface CommandContext {
   onAbort(task: (signal: AbortSignal) => Promise<void>): void;
   /** Runs before the process exits, whatever happened (temporary folders). */
   onExit(task: () => Promise<void>): void;
+  /**
+   * Runs, synchronously, when the process exits at once without finishing its stop (a second
+   * signal, or the stop outlasting its budget): to say what is left undone.
+   */
+  onForcedExit(task: () => void): void;
 }

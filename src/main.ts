@@ -50,6 +50,7 @@ export async function main(command: Command, options: MainOptions = {}): Promise
   const log = new Logger((text) => process.stderr.write(text));
   const abortTasks: ((signal: AbortSignal) => Promise<void>)[] = [];
   const exitTasks: (() => Promise<void>)[] = [];
+  const forcedExitTasks: (() => void)[] = [];
   const runExitTasks = async () => {
     for (const task of exitTasks) await task().catch(() => undefined);
   };
@@ -57,6 +58,13 @@ export async function main(command: Command, options: MainOptions = {}): Promise
   // Whatever git runs at that moment (a push given time to finish, the compensating release)
   // gets SIGTERM rather than being orphaned.
   const exitNow = (code: number): never => {
+    for (const task of forcedExitTasks) {
+      try {
+        task();
+      } catch {
+        // Saying what is left must never keep the process from exiting.
+      }
+    }
     signalProcesses(descendantsOf(process.pid), 'SIGTERM');
     process.exit(code);
   };
@@ -71,6 +79,7 @@ export async function main(command: Command, options: MainOptions = {}): Promise
     newToken: () => randomUUID(),
     onAbort: (task) => abortTasks.push(task),
     onExit: (task) => exitTasks.push(task),
+    onForcedExit: (task) => forcedExitTasks.push(task),
   };
   const work = (takesStdin ? readStdin(controller.signal) : Promise.resolve(''))
     .then((stdin) => command({ ...ctx, stdin }))

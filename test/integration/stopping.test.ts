@@ -146,6 +146,11 @@ describe('every stop signal and every waiting operation', () => {
     expect(stopped.code).toBe(143);
     expect(stopped.eofAfterSignal).toBeLessThan(1000);
     expect(stopped.stderr).toContain('received SIGTERM again: exiting now');
+    // The claim is on the branch and nothing released it: the last words say which it is.
+    const tip = await repo.tip();
+    expect(stopped.stderr).toContain(
+      `exiting at once: "lock-a" in pool "pool" may still be claimed by commit ${tip} on refs/heads/master`,
+    );
     await sleep(200);
     expect(await run.leftovers()).toEqual([]);
   });
@@ -164,6 +169,10 @@ describe('every stop signal and every waiting operation', () => {
     expect(stopped.code).toBe(143);
     expect(stopped.eofAfterSignal).toBeLessThan(1000);
     expect(await run.leftovers()).toEqual([]);
+    // The server may still land the claim it is holding: the last words name it.
+    expect(stopped.stderr).toMatch(
+      /exiting at once: "lock-a" in pool "pool" may still be claimed by commit [0-9a-f]{40} on refs\/heads\/master of git:\/\/127\.0\.0\.1:\d+\/locks\.git; release it by hand if so/,
+    );
   });
 });
 
