@@ -27,8 +27,12 @@ export interface LockStore {
   push(signal?: AbortSignal): Promise<PushOutcome>;
   /** The newest commit that touched this lock's file (answer of an update that changed nothing). */
   lastCommitOf(state: LockState, name: string): Promise<string>;
-  /** Whether the synced tip still carries this claim (its commit, and no later change to the lock). */
-  holds(claim: Claim): Promise<boolean>;
+  /**
+   * Whether the synced tip still carries this claim (its commit, and no later change to the
+   * lock). With the tip the claim was made on (`parent`), history older than that need not be
+   * fetched to tell.
+   */
+  holds(claim: Claim & { parent?: string }): Promise<boolean>;
 }
 
 export interface Clock {

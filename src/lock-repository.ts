@@ -314,12 +314,15 @@ export class LockRepository {
 
   /**
    * Whether the remote tip (as last synced) still carries this claim: the claim commit is in its
-   * history and nothing touched the claimed lock since. Deepens the shallow copy to find out.
+   * history and nothing touched the claimed lock since. Deepens the shallow copy to find out,
+   * no further than the tip the claim was made on (`parent`), when it is known.
    */
-  async holds(claim: { name: string; commit: string }): Promise<boolean> {
+  async holds(claim: { name: string; commit: string; parent?: string }): Promise<boolean> {
     const claimedPath = lockPath(this.options.pool, 'claimed', claim.name);
     for (const deepen of ['--deepen=16', '--deepen=256', '--unshallow', undefined]) {
       const tip = this.synced();
+      // Still at the tip the claim was made on: it has not landed.
+      if (claim.parent === tip) return false;
       if (await this.isAncestor(claim.commit, tip)) {
         // `rev-list --count` always prints, so the answer costs one quick command.
         const since = await this.run([
@@ -331,6 +334,9 @@ export class LockRepository {
         ]);
         return since.trim() === '0';
       }
+      // The history fetched reaches back to the tip the claim was made on, so it would hold the
+      // claim had it landed: no need to fetch more.
+      if (claim.parent !== undefined && (await this.isAncestor(claim.parent, tip))) return false;
       if (!deepen || (await this.shallowCommits()).size === 0) return false;
       await this.fetch([deepen]);
     }

@@ -1,4 +1,6 @@
+import { execFile } from 'node:child_process';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createGitEnvironment, type GitEnvironment } from '../../src/git/environment.js';
 import { Git } from '../../src/git/git.js';
@@ -6,6 +8,8 @@ import { LockRepository } from '../../src/lock-repository.js';
 import { parseCheckRequest } from '../../src/request.js';
 import { appendCommits, otherPoolCommits } from '../helpers/long-history.js';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
+
+const exec = promisify(execFile);
 
 let repo: LockRepo;
 let environment: GitEnvironment | undefined;
@@ -64,6 +68,22 @@ describe('the lock repository after a push whose outcome was never seen', () => 
     const commit = await store.commit('claiming: a\n');
     await store.sync();
     expect(await store.holds({ name: 'a', commit })).toBe(false);
+  });
+
+  it('tells a claim never landed without fetching history older than the tip it was made on', async () => {
+    repo = await createLockRepo({ pool: { unclaimed: ['a'] }, other: { unclaimed: ['x'] } });
+    await appendCommits(repo.bare, repo.branch, otherPoolCommits('other', 'x', 1_000));
+    const store = await openRepository();
+    const parent = await store.sync();
+    await store.apply({ kind: 'move', name: 'a', from: 'unclaimed', to: 'claimed' });
+    const commit = await store.commit('claiming: a\n');
+    // The push was lost and never landed; another build moved the branch on.
+    await appendCommits(repo.bare, repo.branch, otherPoolCommits('other', 'x', 2));
+    await store.sync();
+    expect(await store.holds({ name: 'a', commit, parent })).toBe(false);
+    const workdir = join(environment!.home, 'repository');
+    const local = await exec('git', ['-C', workdir, 'rev-list', '--count', 'HEAD']);
+    expect(Number(local.stdout)).toBeLessThan(100);
   });
 
   it('loses a race against a push it did not see, then wins from the new tip', async () => {
