@@ -10,6 +10,11 @@ import { join, resolve } from 'node:path';
 export const ASSETS =
   process.env.POOL_RESOURCE_ASSETS ?? resolve(import.meta.dirname, '../../assets');
 
+/** The SSH program git runs for those scripts: the payload's own, or the build's in dist/. */
+export const SSH_PROGRAM = process.env.POOL_RESOURCE_ASSETS
+  ? join(process.env.POOL_RESOURCE_ASSETS, 'bin', 'ssh.js')
+  : resolve(import.meta.dirname, '../../dist/bin/ssh.js');
+
 export interface ScriptResult {
   code: number | null;
   signal: NodeJS.Signals | null;

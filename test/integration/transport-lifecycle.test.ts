@@ -4,13 +4,11 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
-import { runScript, startScript } from '../helpers/run-script.js';
+import { runScript, SSH_PROGRAM, startScript } from '../helpers/run-script.js';
 import { generateKey, startSshd, type KeyPair, type Sshd } from '../helpers/sshd.js';
-
-const SSH_PROGRAM = resolve(import.meta.dirname, '../../dist/bin/ssh.js');
 
 let keysDir: string;
 let key: KeyPair;
