@@ -152,6 +152,19 @@ describe('the packaged resource', () => {
       ['in', { source: { uri: 'x', branch: 'main', pool: 'p' }, version: { ref: 'zz' } }],
       ['out', { source: { uri: 'x', branch: 'main', pool: 'p' }, params: { acquire: 'yes' } }],
       ['out', 'not json'],
+      // The key reader (and ssh2) is a chunk of its own, loaded only for a key to read.
+      [
+        'check',
+        {
+          source: {
+            uri: 'git@127.0.0.1:locks.git',
+            branch: 'main',
+            pool: 'p',
+            private_key:
+              '-----BEGIN OPENSSH PRIVATE KEY-----\nAAAA\n-----END OPENSSH PRIVATE KEY-----\n',
+          },
+        },
+      ],
     ];
     const build = await mkdtemp(join(scratch, 'build-'));
     for (const [script, request] of requests) {
