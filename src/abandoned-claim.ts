@@ -12,6 +12,7 @@ import {
   releaseAbandonedClaim,
   type AbandonedClaimResult,
   type Claim,
+  type PendingClaim,
   type LockPool,
   type Outcome,
 } from './lock-pool.js';
@@ -36,7 +37,7 @@ export function runReleasingAbandonedClaim(
   claimer: string,
 ): (operation: ResolvedOperation) => Promise<Outcome> {
   /** Claims taken over from the pool for releasing, not yet found released or absent. */
-  let releasing: Claim[] = [];
+  let releasing: PendingClaim[] = [];
   const leftClaimed = (claim: Claim) =>
     `"${claim.name}" in pool "${source.pool}" may still be claimed by commit ${claim.commit} on refs/heads/${source.branch} of ${displayUri(source.uri)}`;
   const release = async (signal: AbortSignal, what: 'aborted' | 'failed') => {
@@ -59,7 +60,7 @@ export function runReleasingAbandonedClaim(
     }
   };
   const releaseOne = async (
-    claim: Claim,
+    claim: PendingClaim,
     signal: AbortSignal,
     what: 'aborted' | 'failed',
   ): Promise<AbandonedClaimResult> => {
@@ -80,6 +81,7 @@ export function runReleasingAbandonedClaim(
         claim,
         `${commitMessage(`unclaiming: ${claim.name}`, build)}\nReleased because ${claimer} that claimed it was ${what}.\n`,
         signal,
+        ctx.clock,
       );
       ctx.log.info(
         result === 'released'

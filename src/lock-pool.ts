@@ -61,7 +61,15 @@ export interface Claim {
 /** A claiming commit pushed without a definite answer, and the tip it was committed on. */
 export interface PendingClaim extends Claim {
   parent: string;
+  /**
+   * Its push ended with no answer from the server (timed out, connection lost, stopped after
+   * PUSH_GRACE_MS): the server may still be applying it.
+   */
+  unanswered?: boolean;
 }
+
+/** How often a release looks again for a claim whose push the server may still be applying. */
+const LATE_CLAIM_POLL_MS = 500;
 
 export interface LockPoolOptions {
   pool: string;
@@ -181,10 +189,17 @@ export class LockPool {
         const ref = await this.store.commit(
           this.options.message(decision.subject, decision.claiming),
         );
-        const claim = { name: decision.name, commit: ref, parent: tip };
+        const claim: PendingClaim = { name: decision.name, commit: ref, parent: tip };
         if (decision.claiming) this.pendingClaims.push(claim);
         this.throwIfCancelled();
-        const pushed = decision.claiming ? await this.pushWithGrace() : await this.store.push();
+        let pushed: PushOutcome;
+        try {
+          pushed = decision.claiming ? await this.pushWithGrace() : await this.store.push();
+        } catch (error) {
+          // Refused by the remote is an answer; anything else leaves the server's side unknown.
+          if (!(error instanceof OperationError)) claim.unanswered = true;
+          throw error;
+        }
         if (pushed === 'pushed') {
           if (decision.claiming) this.pendingClaims = [claim];
           return { kind: 'done', outcome: { ref, name: decision.name } };
@@ -270,19 +285,32 @@ function isTransient(error: unknown): boolean {
 export type AbandonedClaimResult = 'released' | 'not-held';
 
 /**
- * After a cancelled put: if our claim reached the remote, push the matching release. Runs on its
- * own short-lived signal (the run's signal has already fired) and retries lost races until it.
+ * After a cancelled or failed put: if our claim reached the remote, push the matching release.
+ * Runs on its own short-lived signal (the run's signal has already fired) and retries lost races
+ * until it fires. A claim whose push got no answer may still be applied by the server while the
+ * branch stays at the tip it was made on: it is looked for again until then, or until `signal`.
  */
 export async function releaseAbandonedClaim(
   store: LockStore,
-  claim: Claim,
+  claim: PendingClaim,
   message: string,
   signal: AbortSignal,
+  clock: Pick<Clock, 'sleep'>,
 ): Promise<AbandonedClaimResult> {
   for (;;) {
     if (signal.aborted) throw new CancelledError(signal.reason);
-    await store.sync();
-    if (!(await store.holds(claim))) return 'not-held';
+    const tip = await store.sync();
+    if (!(await store.holds(claim))) {
+      if (!claim.unanswered || claim.parent !== tip) return 'not-held';
+      try {
+        await clock.sleep(LATE_CLAIM_POLL_MS, signal);
+      } catch {
+        throw new OperationError(
+          'its push got no answer and the branch has not moved since: the server may still apply it',
+        );
+      }
+      continue;
+    }
     await store.apply({ kind: 'move', name: claim.name, from: 'claimed', to: 'unclaimed' });
     await store.commit(message);
     if ((await store.push()) === 'pushed') return 'released';

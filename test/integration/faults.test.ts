@@ -316,21 +316,38 @@ describe.concurrent('a push whose answer never arrives', () => {
 describe.concurrent('claims that land after their push timed out', () => {
   // git daemon keeps applying a push whose client gave up: with a pre-receive hook slower than
   // git_timeout, a claim lands seconds after the put stopped waiting for it.
-  it('a put that gives up releases the claim that landed late, not only its last one', async (ctx) => {
-    const repo = await lockRepo(ctx, { pool: { unclaimed: ['lock-a', 'lock-b'] } });
-    const daemon = await gitDaemon(ctx, repo.root);
+  async function slowClaims(repo: LockRepo, seconds: number): Promise<void> {
     const hook = join(repo.bare, 'hooks', 'pre-receive');
     await writeFile(
       hook,
       [
         '#!/bin/sh',
         'while read old new ref; do',
-        '  case "$(git log -1 --format=%s "$new")" in claiming:*) sleep 3.5 ;; esac',
+        `  case "$(git log -1 --format=%s "$new")" in claiming:*) sleep ${seconds} ;; esac`,
         'done',
         '',
       ].join('\n'),
     );
     await chmod(hook, 0o755);
+  }
+
+  async function expectReleasedOnce(repo: LockRepo): Promise<void> {
+    const subjects = await repo.subjects();
+    expect(subjects.slice(0, 2)).toEqual([
+      expect.stringMatching(/^unclaiming: lock-[ab]$/),
+      expect.stringMatching(/^claiming: lock-[ab]$/),
+    ]);
+    expect(subjects[0]!.slice(2)).toBe(subjects[1]!);
+    await expectConsistent(repo);
+    expect(await git(repo.bare, 'ls-tree', '--name-only', 'master', 'pool/claimed/')).not.toMatch(
+      /lock-/,
+    );
+  }
+
+  it('a put that gives up releases the claim that landed late, not only its last one', async (ctx) => {
+    const repo = await lockRepo(ctx, { pool: { unclaimed: ['lock-a', 'lock-b'] } });
+    const daemon = await gitDaemon(ctx, repo.root);
+    await slowClaims(repo, 3.5);
     // Claim 1 times out at 2 s and lands at 3.5 s; the retry (after 0.5 s) syncs before that
     // and pushes claim 2, which times out too: the put gives up at about 4.5 s, by when claim 1
     // is on the branch and claim 2, made on the same tip, can no longer land.
@@ -343,16 +360,25 @@ describe.concurrent('claims that land after their push timed out', () => {
     expect(result.stderr).toMatch(/released "lock-[ab]": this run no longer holds it/);
     // Let claim 2's hook finish: the server rejects it.
     await new Promise((resolve) => setTimeout(resolve, 3_000));
-    const subjects = await repo.subjects();
-    expect(subjects.slice(0, 2)).toEqual([
-      expect.stringMatching(/^unclaiming: lock-[ab]$/),
-      expect.stringMatching(/^claiming: lock-[ab]$/),
-    ]);
-    expect(subjects[0]!.slice(2)).toBe(subjects[1]!);
-    await expectConsistent(repo);
-    expect(await git(repo.bare, 'ls-tree', '--name-only', 'master', 'pool/claimed/')).not.toMatch(
-      /lock-/,
+    await expectReleasedOnce(repo);
+  });
+
+  it('a put that gives up waits for a claim the server is still applying, then releases it', async (ctx) => {
+    const repo = await lockRepo(ctx, { pool: { unclaimed: ['lock-a', 'lock-b'] } });
+    const daemon = await gitDaemon(ctx, repo.root);
+    await slowClaims(repo, 5);
+    // Both claims time out (1 s each) long before the first lands (about 5.3 s): when the put
+    // gives up, the branch is still where both were made, so either may yet land.
+    const result = await runScript(
+      'out',
+      { source: source(daemon.url(repo.bare), { git_timeout: '1s' }), params: { acquire: true } },
+      { args: [await tempDir()] },
     );
+    expectCleanFailure(result, /gave up after 2 attempts/);
+    expect(result.stderr).toMatch(/released "lock-[ab]": this run no longer holds it/);
+    // Let claim 2's hook finish: the server rejects it.
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    await expectReleasedOnce(repo);
   });
 });
 

@@ -9,8 +9,10 @@ import {
 import type { PushOutcome } from '../../src/git/push-outcome.js';
 import {
   LockPool,
+  releaseAbandonedClaim,
   TRANSIENT_RETRIES,
   type Claim,
+  type PendingClaim,
   type Clock,
   type LockStore,
   type PoolReporter,
@@ -69,6 +71,15 @@ class FakeStore implements LockStore {
     };
     for (const name of [...claimed, ...unclaimed]) this.remote.touchedBy.set(name, 'c0');
     this.local = copy(this.remote);
+  }
+
+  /** The server finishes applying a push whose client gave up (see PushStep). */
+  settle(): void {
+    if (this.inFlight?.parent === this.remoteCommit) {
+      this.remote = this.inFlight.snapshot;
+      this.remoteCommit = this.inFlight.commit;
+    }
+    this.inFlight = undefined;
   }
 
   /** Another clone changes the pool and pushes. */
@@ -140,11 +151,7 @@ class FakeStore implements LockStore {
   async push(): Promise<PushOutcome> {
     this.log.push('push');
     this.beforePush?.();
-    if (this.inFlight?.parent === this.remoteCommit) {
-      this.remote = this.inFlight.snapshot;
-      this.remoteCommit = this.inFlight.commit;
-    }
-    this.inFlight = undefined;
+    this.settle();
     const step = this.pushes.shift() ?? 'pushed';
     const land = () => {
       this.remote = copy(this.local);
@@ -458,7 +465,9 @@ describe('LockPool', () => {
     expect(store.remote.claimed).toEqual(new Set(['lock-a']));
     expect(store.remote.unclaimed).toEqual(new Set(['lock-b']));
     expect(store.count('commit')).toBe(2);
-    expect(pool.pendingClaims).toEqual([{ name: 'lock-a', commit: 'c1', parent: 'c0' }]);
+    expect(pool.pendingClaims).toEqual([
+      { name: 'lock-a', commit: 'c1', parent: 'c0', unanswered: true },
+    ]);
   });
 
   it('drops a claim whose push timed out once the branch moved on without it', async () => {
@@ -551,5 +560,65 @@ describe('LockPool', () => {
     const { pool } = setup(store, { signal: controller.signal });
     await expect(pool.run({ kind: 'acquire' })).rejects.toBeInstanceOf(CancelledError);
     expect(store.log).toEqual([]);
+  });
+});
+
+describe('releaseAbandonedClaim', () => {
+  /** A store whose claim of lock-a (c1, made on c0) got no answer; the server still has it. */
+  async function claimInFlight(): Promise<{ store: FakeStore; claim: PendingClaim }> {
+    const store = new FakeStore([], ['lock-a']);
+    await store.sync();
+    await store.apply({ kind: 'move', name: 'lock-a', from: 'unclaimed', to: 'claimed' });
+    const commit = await store.commit('claiming: lock-a');
+    store.pushes = [{ late: new GitTimeoutError(['push'], 1_000) }];
+    await expect(store.push()).rejects.toBeInstanceOf(GitTimeoutError);
+    return { store, claim: { name: 'lock-a', commit, parent: 'c0', unanswered: true } };
+  }
+
+  it('waits for a claim the server may still apply, and releases it once it lands', async () => {
+    const { store, claim } = await claimInFlight();
+    const clock = new FakeClock();
+    clock.onSleep = (index) => {
+      if (index === 2) store.settle();
+    };
+    const result = await releaseAbandonedClaim(
+      store,
+      claim,
+      'unclaiming: lock-a',
+      new AbortController().signal,
+      clock,
+    );
+    expect(result).toBe('released');
+    expect(clock.sleeps).toEqual([500, 500, 500]);
+    expect(store.remote.unclaimed).toEqual(new Set(['lock-a']));
+    expect(store.remote.claimed).toEqual(new Set());
+  });
+
+  it('says the claim may still land when its deadline comes first', async () => {
+    const { store, claim } = await claimInFlight();
+    const clock = new FakeClock();
+    const deadline = new AbortController();
+    clock.onSleep = (index) => {
+      if (index === 1) deadline.abort(new Error('deadline'));
+    };
+    await expect(
+      releaseAbandonedClaim(store, claim, 'unclaiming: lock-a', deadline.signal, clock),
+    ).rejects.toThrow(/the server may still apply it/);
+    expect(store.count('commit')).toBe(1);
+  });
+
+  it('does not wait for a claim whose push was never sent, or once the branch moved on', async () => {
+    const { store, claim } = await claimInFlight();
+    const clock = new FakeClock();
+    const signal = new AbortController().signal;
+    expect(
+      await releaseAbandonedClaim(store, { ...claim, unanswered: false }, 'm', signal, clock),
+    ).toBe('not-held');
+    store.otherWriter((remote) => {
+      remote.unclaimed.add('lock-b');
+      return 'lock-b';
+    });
+    expect(await releaseAbandonedClaim(store, claim, 'm', signal, clock)).toBe('not-held');
+    expect(clock.sleeps).toEqual([]);
   });
 });
