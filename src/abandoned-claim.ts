@@ -40,7 +40,11 @@ export function runReleasingAbandonedClaim(
   let releasing: PendingClaim[] = [];
   const leftClaimed = (claim: Claim) =>
     `"${claim.name}" in pool "${source.pool}" may still be claimed by commit ${claim.commit} on refs/heads/${source.branch} of ${displayUri(source.uri)}`;
-  const release = async (signal: AbortSignal, what: 'aborted' | 'failed') => {
+  /** The one release of a run: a signal during the release after a failure waits for it. */
+  let ongoing: Promise<void> | undefined;
+  const release = (signal: AbortSignal, what: 'aborted' | 'failed') =>
+    (ongoing ??= releaseAll(signal, what));
+  const releaseAll = async (signal: AbortSignal, what: 'aborted' | 'failed') => {
     releasing = pool.pendingClaims;
     pool.pendingClaims = [];
     // At most one of them can be on the remote (see LockPool.pendingClaims).
