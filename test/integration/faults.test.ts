@@ -344,34 +344,24 @@ describe.concurrent('claims that land after their push timed out', () => {
     );
   }
 
-  it('a put that gives up releases the claim that landed late, not only its last one', async (ctx) => {
-    const repo = await lockRepo(ctx, { pool: { unclaimed: ['lock-a', 'lock-b'] } });
-    const daemon = await gitDaemon(ctx, repo.root);
-    await slowClaims(repo, 3.5);
-    // Claim 1 times out at 2 s and lands at 3.5 s; the retry (after 0.5 s) syncs before that
-    // and pushes claim 2, which times out too: the put gives up at about 4.5 s, by when claim 1
-    // is on the branch and claim 2, made on the same tip, can no longer land.
-    const result = await runScript(
-      'out',
-      { source: source(daemon.url(repo.bare), { git_timeout: '2s' }), params: { acquire: true } },
-      { args: [await tempDir()] },
-    );
-    expectCleanFailure(result, /gave up after 2 attempts/);
-    expect(result.stderr).toMatch(/released "lock-[ab]": this run no longer holds it/);
-    // Let claim 2's hook finish: the server rejects it.
-    await new Promise((resolve) => setTimeout(resolve, 3_000));
-    await expectReleasedOnce(repo);
-  });
-
-  it('a put that gives up waits for a claim the server is still applying, then releases it', async (ctx) => {
-    const repo = await lockRepo(ctx, { pool: { unclaimed: ['lock-a', 'lock-b'] } });
-    const daemon = await gitDaemon(ctx, repo.root);
-    await slowClaims(repo, 5);
+  it.for<[string, number, string]>([
+    // Claim 1 times out at 2 s and lands at 3.5 s; the retry (after 0.5 s) syncs before that and
+    // pushes claim 2, which times out too: the put gives up at about 4.5 s, by when claim 1 is
+    // on the branch and claim 2, made on the same tip, can no longer land.
+    ['releases the claim that landed late, not only its last one', 3.5, '2s'],
     // Both claims time out (1 s each) long before the first lands (about 5.3 s): when the put
     // gives up, the branch is still where both were made, so either may yet land.
+    ['waits for a claim the server is still applying, then releases it', 5, '1s'],
+  ])('a put that gives up %s', async ([, hookSeconds, gitTimeout], ctx) => {
+    const repo = await lockRepo(ctx, { pool: { unclaimed: ['lock-a', 'lock-b'] } });
+    const daemon = await gitDaemon(ctx, repo.root);
+    await slowClaims(repo, hookSeconds);
     const result = await runScript(
       'out',
-      { source: source(daemon.url(repo.bare), { git_timeout: '1s' }), params: { acquire: true } },
+      {
+        source: source(daemon.url(repo.bare), { git_timeout: gitTimeout }),
+        params: { acquire: true },
+      },
       { args: [await tempDir()] },
     );
     expectCleanFailure(result, /gave up after 2 attempts/);
