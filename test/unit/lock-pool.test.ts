@@ -82,6 +82,15 @@ class FakeStore implements LockStore {
     this.inFlight = undefined;
   }
 
+  /** Another build claims (`to` claimed) or releases (`to` unclaimed) a lock and pushes. */
+  otherMoves(name: string, to: LockState): void {
+    this.otherWriter((remote) => {
+      (to === 'claimed' ? remote.unclaimed : remote.claimed).delete(name);
+      (to === 'claimed' ? remote.claimed : remote.unclaimed).add(name);
+      return name;
+    });
+  }
+
   /** Another clone changes the pool and pushes. */
   otherWriter(change: (pool: Snapshot) => string): void {
     const name = change(this.remote);
@@ -288,22 +297,13 @@ describe('LockPool', () => {
     // Another build takes lock-a between our read and our push.
     store.beforePush = () => {
       store.beforePush = undefined;
-      store.otherWriter((remote) => {
-        remote.unclaimed.delete('lock-a');
-        remote.claimed.add('lock-a');
-        return 'lock-a';
-      });
+      store.otherMoves('lock-a', 'claimed');
       store.pushes.unshift('rejected');
     };
     const { pool, clock, reporter } = setup(store, { clock: new FakeClock(0) });
     // It releases it while we wait (after our second poll).
     clock.onSleep = (index) => {
-      if (index === 2)
-        store.otherWriter((remote) => {
-          remote.claimed.delete('lock-a');
-          remote.unclaimed.add('lock-a');
-          return 'lock-a';
-        });
+      if (index === 2) store.otherMoves('lock-a', 'unclaimed');
     };
     const outcome = await pool.run({ kind: 'acquire' });
     expect(outcome.name).toBe('lock-a');
@@ -321,12 +321,7 @@ describe('LockPool', () => {
     const store = new FakeStore(['lock-a', 'lock-b'], []);
     const { pool, clock, reporter } = setup(store);
     clock.onSleep = (index) => {
-      if (index === 3)
-        store.otherWriter((remote) => {
-          remote.claimed.delete('lock-b');
-          remote.unclaimed.add('lock-b');
-          return 'lock-b';
-        });
+      if (index === 3) store.otherMoves('lock-b', 'unclaimed');
     };
     expect(await pool.run({ kind: 'acquire' })).toEqual({ ref: 'c2', name: 'lock-b' });
     expect(clock.sleeps).toEqual([
@@ -476,11 +471,7 @@ describe('LockPool', () => {
     // Another build changes the pool while we back off: the lost claim can no longer land.
     store.beforePush = () => {
       store.beforePush = undefined;
-      store.otherWriter((remote) => {
-        remote.unclaimed.delete('lock-b');
-        remote.claimed.add('lock-b');
-        return 'lock-b';
-      });
+      store.otherMoves('lock-b', 'claimed');
     };
     const { pool } = setup(store, { clock: new FakeClock(0) });
     expect(await pool.run({ kind: 'acquire' })).toEqual({ ref: 'c3', name: 'lock-a' });
