@@ -17,8 +17,10 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { packageResource } from '../../scripts/package.mjs';
+import { runLockCycle } from '../helpers/lock-cycle.js';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript, startScript } from '../helpers/run-script.js';
+import { generateKey, startSshd } from '../helpers/sshd.js';
 
 const REPOSITORY = resolve(import.meta.dirname, '../..');
 
@@ -142,6 +144,27 @@ describe('the packaged resource', () => {
     // Concourse allows before SIGKILL, and took nothing.
     expect(Date.now() - sent).toBeLessThan(5_000);
     expect(await repo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
+  });
+
+  it('reaches an SSH lock repository with a private_key through its bundled ssh2', async () => {
+    // The key reader is loaded on demand and git runs the payload's own SSH program: both only
+    // happen over SSH, against a real sshd.
+    const keys = await mkdtemp(join(scratch, 'keys-'));
+    const key = await generateKey(keys, 'deploy', { type: 'ed25519' });
+    const sshd = await startSshd([key.publicKey]);
+    try {
+      repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
+      const source = {
+        uri: sshd.url(repo.bare),
+        branch: repo.branch,
+        pool: 'pool',
+        retry_delay: '100ms',
+        private_key: key.privateKey,
+      };
+      await runLockCycle(source, repo, { assets: payload, env });
+    } finally {
+      await sshd.stop();
+    }
   });
 
   it('answers bad requests word for word as the repository scripts do', async () => {
