@@ -370,6 +370,33 @@ describe.concurrent('claims that land after their push timed out', () => {
     await new Promise((resolve) => setTimeout(resolve, 3_000));
     await expectReleasedOnce(repo);
   });
+
+  it('a stop signal while the put that gave up waits for its late claim: that same release finishes', async (ctx) => {
+    // As above with an 8 s hook: the put gives up at about 2.5 s and waits for claim 1, which
+    // lands at about 8.3 s. SIGTERM comes in between, and the process stops waiting for the run
+    // itself 3.5 s later: the release already under way is the one that must still finish (a
+    // second one would find nothing to do and let the process exit before the claim lands).
+    const repo = await lockRepo(ctx, { pool: { unclaimed: ['lock-a', 'lock-b'] } });
+    const daemon = await gitDaemon(ctx, repo.root);
+    await slowClaims(repo, 8);
+    const running = startScript(
+      'out',
+      {
+        source: source(daemon.url(repo.bare), { git_timeout: '1s' }),
+        params: { acquire: true },
+      },
+      { args: [await tempDir()] },
+    );
+    await running.waitForStderr(/may have reached the remote: checking, to release it/, 10_000);
+    running.child.kill('SIGTERM');
+    const result = await running.done;
+    expect(result.code, result.stderr).toBe(143);
+    expect(result.stdout).toBe('');
+    expect(result.stderr.match(/checking, to release it/g)).toHaveLength(1);
+    expect(result.stderr).toMatch(/released "lock-[ab]": this run no longer holds it/);
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    await expectReleasedOnce(repo);
+  });
 });
 
 describe.concurrent('a pool folder that is missing', () => {
