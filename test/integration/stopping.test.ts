@@ -155,14 +155,7 @@ describe('every stop signal and every waiting operation', () => {
     expect(await run.leftovers()).toEqual([]);
   });
   it('a second signal stops a push given time to finish, and exits at once', async () => {
-    repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
-    daemon = await startGitDaemon(repo.root);
-    const marker = await holdPush(repo, 'pre-receive', 5);
-    const run = await start(
-      { source: source(daemon.url(repo.bare)), params: { acquire: true } },
-      await stepFolder('unused'),
-    );
-    await waitForFile(marker);
+    const { run } = await acquireWhileServerHoldsPush(5);
     run.child.kill('SIGTERM');
     await sleep(300);
     const stopped = await stop(run, 'SIGTERM');
@@ -295,23 +288,16 @@ describe('a signal after the claim reached the remote', () => {
   });
 
   it('lets a push the server is still processing finish, then releases what it claimed', async () => {
-    repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
-    daemon = await startGitDaemon(repo.root);
     // The server takes its time before moving the branch, as busy hosted servers do; a client
     // that hangs up meanwhile does not stop it.
-    const marker = await holdPush(repo, 'pre-receive', 1);
-    const run = await start(
-      { source: source(daemon.url(repo.bare)), params: { acquire: true } },
-      await stepFolder('unused'),
-    );
-    await waitForFile(marker);
+    const { run, repo: held } = await acquireWhileServerHoldsPush(1);
     const stopped = await stop(run, 'SIGTERM');
     expect(stopped.code).toBe(143);
     expect(stopped.stdout).toBe('');
     expect(stopped.exitAfterSignal).toBeLessThan(4000);
     await sleep(1500);
-    expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
-    expect((await repo.subjects()).slice(0, 2)).toEqual(['unclaiming: lock-a', 'claiming: lock-a']);
+    expect(await held.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
+    expect((await held.subjects()).slice(0, 2)).toEqual(['unclaiming: lock-a', 'claiming: lock-a']);
     expect(await run.leftovers()).toEqual([]);
   });
 
@@ -348,6 +334,22 @@ function holdPushAfterUpdate(lockRepo: LockRepo, seconds: number): Promise<strin
 }
 
 /** A server hook holding the first push for `seconds`; the returned file appears when it starts. */
+/** An acquire over git daemon whose claiming push the server holds `seconds` before applying. */
+async function acquireWhileServerHoldsPush(
+  seconds: number,
+): Promise<{ run: StoppableRun; repo: LockRepo }> {
+  const held = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
+  repo = held;
+  daemon = await startGitDaemon(held.root);
+  const marker = await holdPush(held, 'pre-receive', seconds);
+  const run = await start(
+    { source: source(daemon.url(held.bare)), params: { acquire: true } },
+    await stepFolder('unused'),
+  );
+  await waitForFile(marker);
+  return { run, repo: held };
+}
+
 async function holdPush(lockRepo: LockRepo, name: string, seconds: number): Promise<string> {
   const marker = join(lockRepo.root, 'push-held');
   const hook = join(lockRepo.bare, 'hooks', name);
