@@ -127,17 +127,14 @@ describe('every stop signal and every waiting operation', () => {
   });
 
   it('a second signal exits at once, during the compensating release', async () => {
-    repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
-    daemon = await startGitDaemon(repo.root);
-    const marker = await holdPushAfterUpdate(repo, 1);
-    const run = await start(
-      { source: source(daemon.url(repo.bare)), params: { acquire: true } },
-      await stepFolder('unused'),
-    );
-    await waitForFile(marker);
+    const {
+      run,
+      repo: held,
+      daemon: server,
+    } = await acquireWhileServerHoldsPush(1, 'post-receive');
     // The compensating release needs the remote: put one there that never answers.
-    const { port } = daemon;
-    await daemon.stop();
+    const { port } = server;
+    await server.stop();
     daemon = undefined;
     silent = await startSilentServer(port);
     run.child.kill('SIGTERM');
@@ -147,7 +144,7 @@ describe('every stop signal and every waiting operation', () => {
     expect(stopped.eofAfterSignal).toBeLessThan(1000);
     expect(stopped.stderr).toContain('received SIGTERM again: exiting now');
     // The claim is on the branch and nothing released it: the last words say which it is.
-    const tip = await repo.tip();
+    const tip = await held.tip();
     expect(stopped.stderr).toContain(
       `exiting at once: "lock-a" in pool "pool" may still be claimed by commit ${tip} on refs/heads/master`,
     );
@@ -155,7 +152,7 @@ describe('every stop signal and every waiting operation', () => {
     expect(await run.leftovers()).toEqual([]);
   });
   it('a second signal stops a push given time to finish, and exits at once', async () => {
-    const { run } = await acquireWhileServerHoldsPush(5);
+    const { run } = await acquireWhileServerHoldsPush(5, 'pre-receive');
     run.child.kill('SIGTERM');
     await sleep(300);
     const stopped = await stop(run, 'SIGTERM');
@@ -264,24 +261,17 @@ describe('a remote that accepts connections and never answers', () => {
 
 describe('a signal after the claim reached the remote', () => {
   it('pushes the matching release before exiting', async () => {
-    repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
-    daemon = await startGitDaemon(repo.root);
-    const marker = await holdPushAfterUpdate(repo, 1);
-    const run = await start(
-      { source: source(daemon.url(repo.bare)), params: { acquire: true } },
-      await stepFolder('unused'),
-    );
     // The claim is on the remote; our push has not returned yet.
-    await waitForFile(marker);
-    expect(await repo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
+    const { run, repo: held } = await acquireWhileServerHoldsPush(1, 'post-receive');
+    expect(await held.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
     const stopped = await stop(run, 'SIGTERM');
     expect(stopped.code).toBe(143);
     expect(stopped.stdout).toBe('');
     expect(stopped.exitAfterSignal).toBeLessThan(3000);
     expect(stopped.stderr).toContain('released "lock-a"');
-    expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
-    expect((await repo.subjects()).slice(0, 2)).toEqual(['unclaiming: lock-a', 'claiming: lock-a']);
-    expect(await git(repo.bare, 'log', '-1', '--format=%b', 'master')).toContain(
+    expect(await held.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
+    expect((await held.subjects()).slice(0, 2)).toEqual(['unclaiming: lock-a', 'claiming: lock-a']);
+    expect(await git(held.bare, 'log', '-1', '--format=%b', 'master')).toContain(
       'Released because the put that claimed it was aborted.',
     );
     expect(await run.leftovers()).toEqual([]);
@@ -290,7 +280,7 @@ describe('a signal after the claim reached the remote', () => {
   it('lets a push the server is still processing finish, then releases what it claimed', async () => {
     // The server takes its time before moving the branch, as busy hosted servers do; a client
     // that hangs up meanwhile does not stop it.
-    const { run, repo: held } = await acquireWhileServerHoldsPush(1);
+    const { run, repo: held } = await acquireWhileServerHoldsPush(1, 'pre-receive');
     const stopped = await stop(run, 'SIGTERM');
     expect(stopped.code).toBe(143);
     expect(stopped.stdout).toBe('');
@@ -302,17 +292,14 @@ describe('a signal after the claim reached the remote', () => {
   });
 
   it('says which lock and ref are left claimed when the remote is down', async () => {
-    repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
-    daemon = await startGitDaemon(repo.root);
     // Longer than the grace a push under way gets after the signal: it is cut off, unanswered.
-    const marker = await holdPushAfterUpdate(repo, 6);
-    const run = await start(
-      { source: source(daemon.url(repo.bare)), params: { acquire: true } },
-      await stepFolder('unused'),
-    );
-    await waitForFile(marker);
-    const claim = await repo.tip();
-    await daemon.stop();
+    const {
+      run,
+      repo: held,
+      daemon: server,
+    } = await acquireWhileServerHoldsPush(6, 'post-receive');
+    const claim = await held.tip();
+    await server.stop();
     daemon = undefined;
     const stopped = await stop(run, 'SIGTERM');
     expect(stopped.code).toBe(143);
@@ -320,36 +307,35 @@ describe('a signal after the claim reached the remote', () => {
     expect(stopped.stderr).toContain(
       `error releasing abandoned lock: "lock-a" in pool "pool" may still be claimed by commit ${claim} on refs/heads/master of git://127.0.0.1:`,
     );
-    expect(await repo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
+    expect(await held.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
     expect(await run.leftovers()).toEqual([]);
   });
 });
 
 /**
- * A post-receive hook (it runs after the branch moved, before the pusher hears back) that holds
- * the first push for `seconds` and creates the returned file when it starts to.
+ * An acquire over git daemon whose claiming push the server holds for `seconds`, returned once
+ * the hold began: in pre-receive the branch has not moved yet; in post-receive it has, and the
+ * put has not heard back.
  */
-function holdPushAfterUpdate(lockRepo: LockRepo, seconds: number): Promise<string> {
-  return holdPush(lockRepo, 'post-receive', seconds);
-}
-
-/** A server hook holding the first push for `seconds`; the returned file appears when it starts. */
-/** An acquire over git daemon whose claiming push the server holds `seconds` before applying. */
 async function acquireWhileServerHoldsPush(
   seconds: number,
-): Promise<{ run: StoppableRun; repo: LockRepo }> {
+  hook: 'pre-receive' | 'post-receive',
+): Promise<{ run: StoppableRun; repo: LockRepo; daemon: GitDaemon }> {
   const held = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
   repo = held;
-  daemon = await startGitDaemon(held.root);
-  const marker = await holdPush(held, 'pre-receive', seconds);
+  const server = await startGitDaemon(held.root);
+  daemon = server;
+  const marker = await holdPush(held, hook, seconds);
   const run = await start(
-    { source: source(daemon.url(held.bare)), params: { acquire: true } },
+    { source: source(server.url(held.bare)), params: { acquire: true } },
     await stepFolder('unused'),
   );
   await waitForFile(marker);
-  return { run, repo: held };
+  return { run, repo: held, daemon: server };
 }
 
+/** A server hook holding the first push for `seconds`; the returned file appears when it starts. */
+/** A server hook holding the first push for `seconds`; the returned file appears when it starts. */
 async function holdPush(lockRepo: LockRepo, name: string, seconds: number): Promise<string> {
   const marker = join(lockRepo.root, 'push-held');
   const hook = join(lockRepo.bare, 'hooks', name);
