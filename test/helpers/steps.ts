@@ -122,8 +122,33 @@ export function otherClone(repo: LockRepo, pool = 'pool') {
   };
 }
 
+/**
+ * The branches `out` is tested on: `master`, and a branch that is not the repository's default,
+ * where `master` holds a decoy pool (see guardDefaultBranch).
+ */
+export const OUT_BRANCHES = [
+  { where: 'on master', branch: 'master', decoy: false },
+  { where: 'on a branch that is not the default', branch: 'ci/locks', decoy: true },
+];
+
+/**
+ * With `decoy`, makes `master` the repository's default branch holding a decoy pool. The returned
+ * check asserts that nothing landed on it since.
+ */
+export async function guardDefaultBranch(
+  repo: LockRepo,
+  decoy: boolean,
+): Promise<() => Promise<void>> {
+  if (!decoy) return async () => undefined;
+  await addDecoyDefaultBranch(repo);
+  const tip = (await git(repo.bare, 'rev-parse', 'master')).trim();
+  return async () => {
+    expect((await git(repo.bare, 'rev-parse', 'master')).trim()).toBe(tip);
+  };
+}
+
 /** Makes `master` the repository's default branch, holding a pool that must never be touched. */
-export async function addDecoyDefaultBranch(repo: LockRepo): Promise<void> {
+async function addDecoyDefaultBranch(repo: LockRepo): Promise<void> {
   const work = repo.work;
   await git(work, 'checkout', '--quiet', '--orphan', 'decoy');
   await git(work, 'rm', '-r', '--quiet', '--cached', '.');

@@ -3,14 +3,15 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
+import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript } from '../helpers/run-script.js';
 import {
-  addDecoyDefaultBranch,
   buildFolder,
   commitInfo,
   lockFile,
+  guardDefaultBranch,
   lockResponse,
+  OUT_BRANCHES,
   succeeded,
 } from '../helpers/steps.js';
 
@@ -27,12 +28,10 @@ const DEFAULT_COMMITTER = 'CI Pool Resource <ci-pool@localhost>';
 /** Metadata that is not text: NUL, invalid UTF-8, CRLF and no final newline. */
 const BINARY = Buffer.from([0x00, 0xff, 0xfe, 0x0d, 0x0a, 0x41, 0x00, 0x80]);
 
-describe.each([
-  { where: 'on master', branch: 'master', decoy: false },
-  { where: 'on a branch that is not the default', branch: 'ci/locks', decoy: true },
-])('out $where', ({ branch, decoy }) => {
+describe.each(OUT_BRANCHES)('out $where', ({ branch, decoy }) => {
   let repo: LockRepo;
-  let decoyTip: string | undefined;
+  /** Nothing ever lands on the repository's default branch. */
+  let defaultBranchUnmoved: () => Promise<void>;
 
   beforeEach(async () => {
     repo = await createLockRepo(
@@ -45,17 +44,11 @@ describe.each([
       },
       { branch },
     );
-    if (decoy) {
-      await addDecoyDefaultBranch(repo);
-      decoyTip = (await git(repo.bare, 'rev-parse', 'master')).trim();
-    }
+    defaultBranchUnmoved = await guardDefaultBranch(repo, decoy);
   });
 
   afterEach(async () => {
-    if (decoy) {
-      // Nothing ever lands on the repository's default branch.
-      expect((await git(repo.bare, 'rev-parse', 'master')).trim()).toBe(decoyTip);
-    }
+    await defaultBranchUnmoved();
     await repo.cleanup();
   });
 

@@ -1,23 +1,22 @@
 // `out` operations that wait, run as Concourse runs them: each wait ends when another clone
 // changes the pool. On `master` and on a branch that is not the repository's default.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
+import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
 import { startScript } from '../helpers/run-script.js';
 import {
-  addDecoyDefaultBranch,
   buildFolder,
   lockFile,
   lockResponse,
+  guardDefaultBranch,
   otherClone,
+  OUT_BRANCHES,
   succeeded,
 } from '../helpers/steps.js';
 
-describe.each([
-  { where: 'on master', branch: 'master', decoy: false },
-  { where: 'on a branch that is not the default', branch: 'ci/locks', decoy: true },
-])('out $where', ({ branch, decoy }) => {
+describe.each(OUT_BRANCHES)('out $where', ({ branch, decoy }) => {
   let repo: LockRepo;
-  let decoyTip: string | undefined;
+  /** Nothing ever lands on the repository's default branch. */
+  let defaultBranchUnmoved: () => Promise<void>;
 
   beforeEach(async () => {
     repo = await createLockRepo(
@@ -29,14 +28,11 @@ describe.each([
       },
       { branch },
     );
-    if (decoy) {
-      await addDecoyDefaultBranch(repo);
-      decoyTip = (await git(repo.bare, 'rev-parse', 'master')).trim();
-    }
+    defaultBranchUnmoved = await guardDefaultBranch(repo, decoy);
   });
 
   afterEach(async () => {
-    if (decoy) expect((await git(repo.bare, 'rev-parse', 'master')).trim()).toBe(decoyTip);
+    await defaultBranchUnmoved();
     await repo.cleanup();
   });
 
