@@ -1,14 +1,11 @@
-import { utils } from 'ssh2';
 import { describe, expect, it } from 'vitest';
 import { ConfigurationError } from '../../src/errors.js';
 import { parseCheckRequest, parseInRequest, parseOutRequest } from '../../src/request.js';
+import { ed25519KeyPair } from '../helpers/ssh2-keys.js';
 
 // A real encrypted key and a real host key line: both are checked when the request is parsed.
-const KEY = utils.generateKeyPairSync('ed25519', {
-  passphrase: 'open sesame',
-  cipher: 'aes256-ctr',
-});
-const HOST_KEY = utils.generateKeyPairSync('ed25519');
+const KEY = ed25519KeyPair({ passphrase: 'open sesame', cipher: 'aes256-ctr' });
+const HOST_KEY = ed25519KeyPair();
 const KNOWN_HOSTS = `[example.com]:2222 ${HOST_KEY.public}`;
 
 const MINIMAL = { uri: 'git@example.com:locks.git', branch: 'master', pool: 'envs' };
