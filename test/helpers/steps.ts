@@ -28,6 +28,11 @@ export async function buildFolder(
   return src;
 }
 
+/** A build folder whose step `lock` names `name` (and holds `metadata` when given). */
+export function lockStep(name: string, metadata?: string): Promise<string> {
+  return buildFolder({ lock: { name: `${name}\n`, metadata } });
+}
+
 export interface CommitInfo {
   subject: string;
   body: string;

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript, tempDir } from '../helpers/run-script.js';
-import { buildFolder } from '../helpers/steps.js';
+import { lockStep } from '../helpers/steps.js';
 
 let repo: LockRepo;
 afterEach(async () => repo?.cleanup());
@@ -13,10 +13,6 @@ afterEach(async () => repo?.cleanup());
 function source() {
   return { uri: repo.bare, branch: repo.branch, pool: 'pool', retry_delay: '100ms' };
 }
-
-/** A build folder whose step `lock` names `name` (and holds `metadata` when given). */
-const step = (name: string, metadata?: string) =>
-  buildFolder({ lock: { name: `${name}\n`, metadata } });
 
 /** The tip commit's message, and its trailers as git itself parses them. */
 async function tipRecord() {
@@ -74,7 +70,7 @@ describe('holder records on claiming commits', () => {
       const result = await runScript(
         'out',
         { source: source(), params },
-        { args: [await step('lock-a', '{"a":1}\n')], env: OLD_WORKER_ENV },
+        { args: [await lockStep('lock-a', '{"a":1}\n')], env: OLD_WORKER_ENV },
       );
       expect(result.code).toBe(0);
       expect(JSON.parse(result.stdout).metadata).toEqual([
@@ -131,7 +127,7 @@ describe('holder records on claiming commits', () => {
       const released = await runScript(
         'out',
         { source: source(), params: { release: 'lock' } },
-        { args: [await step('lock-a')], env },
+        { args: [await lockStep('lock-a')], env },
       );
       expect(released.code).toBe(0);
     }
@@ -157,7 +153,7 @@ describe('holder records on claiming commits', () => {
     const result = await runScript(
       'out',
       { source: source(), params: { release: 'lock' } },
-      { args: [await step('lock-a')], env: OLD_WORKER_ENV },
+      { args: [await lockStep('lock-a')], env: OLD_WORKER_ENV },
     );
     expect(result.code).toBe(0);
     const { message, trailers } = await tipRecord();

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript, tempDir } from '../helpers/run-script.js';
-import { buildFolder } from '../helpers/steps.js';
+import { lockStep } from '../helpers/steps.js';
 
 let repo: LockRepo;
 afterEach(async () => repo?.cleanup());
@@ -13,10 +13,6 @@ afterEach(async () => repo?.cleanup());
 function source() {
   return { uri: repo.bare, branch: repo.branch, pool: 'pool', retry_delay: '100ms' };
 }
-
-/** A build folder whose step `lock` names `name` (and holds `metadata` when given). */
-const step = (name: string, metadata?: string) =>
-  buildFolder({ lock: { name: `${name}\n`, metadata } });
 
 const cases: {
   operation: string;
@@ -67,7 +63,7 @@ describe('params.wait_timeout', () => {
       const result = await runScript(
         'out',
         { source: source(), params: { ...params, wait_timeout: '1s' } },
-        { args: [await step('lock-a', metadata)] },
+        { args: [await lockStep('lock-a', metadata)] },
       );
       const elapsed = Date.now() - started;
       expect(result.code).toBe(1);
