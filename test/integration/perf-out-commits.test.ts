@@ -27,28 +27,6 @@ async function put(params: Record<string, unknown>, src: string, pool = 'pool', 
   return JSON.parse(result.stdout) as { version: { ref: string } };
 }
 
-/** Lock names per state at the tip (NUL-separated: names with quotes and accents stay as they are). */
-async function locks(pool: string) {
-  const out = await git(
-    repo.bare,
-    'ls-tree',
-    '-r',
-    '-z',
-    '--name-only',
-    repo.branch,
-    '--',
-    `${pool}/`,
-  );
-  const names = (state: string) =>
-    out
-      .split('\0')
-      .filter((path) => path.startsWith(`${pool}/${state}/`))
-      .map((path) => path.slice(`${pool}/${state}/`.length))
-      .filter((name) => !name.startsWith('.'))
-      .sort();
-  return { claimed: names('claimed'), unclaimed: names('unclaimed') };
-}
-
 describe('out writes its commits from the branch tip alone', () => {
   it('moves, adds, updates and removes locks with unusual names, byte for byte', async () => {
     const pool = 'the pool';
@@ -59,9 +37,9 @@ describe('out writes its commits from the branch tip alone', () => {
 
     const claimed = await put({ claim: name }, await tempDir(), pool);
     expect(claimed.version.ref).toBe(await repo.tip());
-    expect(await locks(pool)).toEqual({ claimed: [name], unclaimed: [] });
+    expect(await repo.state(pool)).toEqual({ claimed: [name], unclaimed: [] });
     await put({ release: 'lock' }, await step(name), pool);
-    expect(await locks(pool)).toEqual({ claimed: [], unclaimed: [name] });
+    expect(await repo.state(pool)).toEqual({ claimed: [], unclaimed: [name] });
 
     const bytes = Buffer.from([0, 0xff, 0x80, 10, 13, 10, 0]);
     await put({ add: 'lock' }, await step('second lock', bytes), pool);
@@ -85,7 +63,7 @@ describe('out writes its commits from the branch tip alone', () => {
 
     await put({ claim: name }, await tempDir(), pool);
     await put({ remove: 'lock' }, await step(name), pool);
-    expect(await locks(pool)).toEqual({ claimed: [], unclaimed: ['second lock'] });
+    expect(await repo.state(pool)).toEqual({ claimed: [], unclaimed: ['second lock'] });
     expect((await repo.subjects()).slice(0, 6)).toEqual([
       `removing: ${name}`,
       `claiming: ${name}`,
