@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { CommandContext } from './context.js';
 import { CancelledError, ConfigurationError, describeError } from './errors.js';
-import { descendantsOf, signalProcesses } from './git/child-processes.js';
+import { descendantsOf, GIT_STOP_SIGNAL, signalProcesses } from './git/child-processes.js';
 import { PUSH_GRACE_MS, type Clock } from './lock-pool.js';
 import { Logger } from './logger.js';
 
@@ -13,7 +13,7 @@ type StopSignal = keyof typeof SIGNAL_NUMBERS;
 
 /**
  * How long a cancelled command may take to wind down before cleanup. Git and its helpers get
- * SIGTERM at once and SIGKILL 300 ms later (src/git/git.ts), so it normally settles within
+ * SIGINT at once and SIGKILL 300 ms later (src/git/git.ts), so it normally settles within
  * tens of milliseconds; only a claim's push already under way may take up to PUSH_GRACE_MS.
  */
 const SETTLE_MS = PUSH_GRACE_MS + 500;
@@ -56,7 +56,7 @@ export async function main(command: Command, options: MainOptions = {}): Promise
   };
   let stoppedBy: { signal: StopSignal; code: number } | undefined;
   // Whatever git runs at that moment (a push given time to finish, the compensating release)
-  // gets SIGTERM rather than being orphaned.
+  // gets the stop signal rather than being orphaned.
   const exitNow = (code: number): never => {
     for (const task of forcedExitTasks) {
       try {
@@ -65,7 +65,7 @@ export async function main(command: Command, options: MainOptions = {}): Promise
         // Saying what is left must never keep the process from exiting.
       }
     }
-    signalProcesses(descendantsOf(process.pid), 'SIGTERM');
+    signalProcesses(descendantsOf(process.pid), GIT_STOP_SIGNAL);
     process.exit(code);
   };
 

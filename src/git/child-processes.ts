@@ -7,6 +7,16 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { kill } from 'node:process';
 
+/**
+ * The one signal that stops git and its helpers: the one simple-git sends git on abort. A second,
+ * different signal arriving while git's handler for the first still runs interrupts that handler,
+ * and `git clone`'s (which removes the half-made repository: opendir, malloc) then waits forever
+ * on the malloc lock the interrupted one holds (git 2.39.5: SIGINT and SIGTERM both blocked, two
+ * handler frames, futex wait in malloc). The same signal again waits until the handler is done.
+ * git removes its lock files on SIGINT as on SIGTERM. SIGKILL comes only after a grace period.
+ */
+export const GIT_STOP_SIGNAL = 'SIGINT' satisfies NodeJS.Signals;
+
 /** Processes whose environment holds `HOME=home` (Linux /proc; elsewhere none are found). */
 export function processesWithHome(home: string): number[] {
   const marker = Buffer.from(`\0HOME=${home}\0`);

@@ -10,10 +10,10 @@ import {
   GitTimeoutError,
 } from '../errors.js';
 import { accessFailure } from './access-failure.js';
-import { processesWithHome, signalProcessesWithHome } from './child-processes.js';
+import { GIT_STOP_SIGNAL, processesWithHome, signalProcessesWithHome } from './child-processes.js';
 import type { GitEnvironment } from './environment.js';
 
-/** How long git and its helpers get to clean up their lock files after SIGTERM before SIGKILL. */
+/** How long git and its helpers get to clean up their lock files after SIGINT before SIGKILL. */
 const KILL_GRACE_MS = 300;
 
 export interface GitRunOptions {
@@ -59,9 +59,10 @@ export class Git {
         return failure;
       },
     };
-    // Registered before simple-git's own listener. SIGTERM, not SIGKILL: git removes its lock
-    // files on SIGTERM (a local receive-pack would otherwise leave the remote's ref locked).
-    const stopProcesses = () => signalProcessesWithHome(this.environment.home, 'SIGTERM');
+    // Registered before simple-git's own listener, which sends git the same signal. Not SIGKILL:
+    // git removes its lock files on the signal (a local receive-pack would otherwise leave the
+    // remote's ref locked).
+    const stopProcesses = () => signalProcessesWithHome(this.environment.home, GIT_STOP_SIGNAL);
     signal.addEventListener('abort', stopProcesses, { once: true });
     try {
       return await simpleGit(gitOptions)
@@ -92,8 +93,8 @@ export class Git {
   }
 
   /**
-   * After a cancelled or timed-out command: waits briefly for what got SIGTERM to exit, then
-   * SIGKILLs what is left, so no process of ours outlives the command or the run.
+   * After a cancelled or timed-out command: waits briefly for what got the stop signal to exit,
+   * then SIGKILLs what is left, so no process of ours outlives the command or the run.
    */
   private async reapProcesses(): Promise<void> {
     const { home } = this.environment;

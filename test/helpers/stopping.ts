@@ -19,9 +19,10 @@ export async function startStoppable(
   script: string,
   request: unknown,
   args: string[],
+  env?: Record<string, string>,
 ): Promise<StoppableRun> {
   const dir = await mkdtemp(join(tmpdir(), 'pool-stop-'));
-  const run = startScript(script, request, { args, tmpdir: dir });
+  const run = startScript(script, request, { args, tmpdir: dir, env });
   return {
     ...run,
     tmpdir: dir,

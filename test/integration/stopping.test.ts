@@ -1,7 +1,7 @@
 // SPEC §7: Concourse stops a step with a signal to the started process only (SIGKILL 10 s later)
 // and waits for EOF on stdout and stderr. The step must end within a second, leave no process
 // behind, and never leave a lock claimed that nobody will release.
-import { chmod, rename, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -36,8 +36,12 @@ function source(uri: string, extra: Record<string, unknown> = {}) {
   return { uri, branch: 'master', pool: 'pool', retry_delay: '100ms', ...extra };
 }
 
-async function start(request: unknown, src: string): Promise<StoppableRun> {
-  const run = await startStoppable('out', request, [src]);
+async function start(
+  request: unknown,
+  src: string,
+  env?: Record<string, string>,
+): Promise<StoppableRun> {
+  const run = await startStoppable('out', request, [src], env);
   runs.push(run);
   return run;
 }
@@ -259,6 +263,50 @@ describe('a remote that accepts connections and never answers', () => {
   });
 });
 
+describe('git stopped while it cleans up', () => {
+  // git's handler for a stop signal cleans up (clone removes the half-made repository) and is
+  // not safe to interrupt: a second, different signal in the middle of it can leave git waiting
+  // forever on a lock the interrupted handler holds (src/git/child-processes.ts). A `git` first on
+  // PATH stands in for `git clone` to see which signals arrive; every other git command is git's.
+  it('hears one kind of signal only, so its handlers never interrupt each other', async () => {
+    repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
+    const bin = join(repo.root, 'bin');
+    const heard = join(repo.root, 'heard');
+    const realGit = (process.env.PATH ?? '')
+      .split(':')
+      .map((dir) => join(dir, 'git'))
+      .find((path) => existsSync(path));
+    await mkdir(bin);
+    await writeFile(
+      join(bin, 'git'),
+      [
+        '#!/bin/bash',
+        `[ "$1" = clone ] || exec '${realGit}' "$@"`,
+        ...['INT', 'TERM', 'HUP'].map((name) => `trap 'echo ${name} >> "${heard}"' ${name}`),
+        `echo started >> '${heard}'`,
+        // Stopped in here; then, like git cleaning up, it takes a moment before it exits.
+        'sleep 20 & wait $!',
+        'sleep 0.1 & wait $!',
+        'exit 130',
+      ].join('\n'),
+    );
+    await chmod(join(bin, 'git'), 0o755);
+    const run = await start(
+      { source: source(repo.bare), params: { acquire: true } },
+      await stepFolder('unused'),
+      { PATH: `${bin}:${process.env.PATH ?? ''}` },
+    );
+    await waitForFile(heard);
+    const stopped = await stop(run, 'SIGTERM');
+    expect(stopped.code).toBe(143);
+    expect(stopped.exitAfterSignal).toBeLessThan(1000);
+    const signals = (await readFile(heard, 'utf8')).split('\n').filter(Boolean).slice(1);
+    expect(new Set(signals)).toEqual(new Set(['INT']));
+    expect(await run.leftovers()).toEqual([]);
+    expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
+  });
+});
+
 describe('a signal after the claim reached the remote', () => {
   it('pushes the matching release before exiting', async () => {
     // The claim is on the remote; our push has not returned yet.
@@ -334,7 +382,6 @@ async function acquireWhileServerHoldsPush(
   return { run, repo: held, daemon: server };
 }
 
-/** A server hook holding the first push for `seconds`; the returned file appears when it starts. */
 /** A server hook holding the first push for `seconds`; the returned file appears when it starts. */
 async function holdPush(lockRepo: LockRepo, name: string, seconds: number): Promise<string> {
   const marker = join(lockRepo.root, 'push-held');
