@@ -59,17 +59,21 @@ export class Git {
         return failure;
       },
     };
-    // Registered before simple-git's own listener, which sends git the same signal. Not SIGKILL:
-    // git removes its lock files on the signal (a local receive-pack would otherwise leave the
-    // remote's ref locked).
-    const stopProcesses = () => signalProcessesWithHome(this.environment.home, GIT_STOP_SIGNAL);
+    // Registered before simple-git's own listener, which sends git the same signal. Not SIGKILL
+    // at once: git removes its lock files on the signal (a local receive-pack would otherwise
+    // leave the remote's ref locked). What is still there after the grace period is killed, even
+    // a git that never ends on the signal and so would keep this command from ever settling.
+    let reaping: Promise<void> | undefined;
+    const stopProcesses = () => {
+      signalProcessesWithHome(this.environment.home, GIT_STOP_SIGNAL);
+      reaping = this.reapProcesses();
+    };
     signal.addEventListener('abort', stopProcesses, { once: true });
     try {
       return await simpleGit(gitOptions)
         .env(this.environment.env)
         .raw([...args]);
     } catch (error) {
-      if (signal.aborted) await this.reapProcesses();
       if (parent.aborted) throw new CancelledError(parent.reason);
       if (timeout.aborted) throw new GitTimeoutError(args, this.timeoutMs);
       if (failure) {
@@ -89,11 +93,13 @@ export class Git {
       throw error;
     } finally {
       signal.removeEventListener('abort', stopProcesses);
+      // Never return while the reaping goes on: it would kill the next command's processes.
+      await reaping;
     }
   }
 
   /**
-   * After a cancelled or timed-out command: waits briefly for what got the stop signal to exit,
+   * From a cancelled or timed-out command's stop signal: waits briefly for what got it to exit,
    * then SIGKILLs what is left, so no process of ours outlives the command or the run.
    */
   private async reapProcesses(): Promise<void> {

@@ -269,52 +269,77 @@ describe('git stopped while it cleans up', () => {
   // forever on a lock the interrupted handler holds (src/git/child-processes.ts). A `git` first on
   // PATH stands in for `git clone` to see which signals arrive; every other git command is git's.
   it('hears one kind of signal only, so its handlers never interrupt each other', async () => {
-    repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
-    const bin = join(repo.root, 'bin');
-    const heard = join(repo.root, 'heard');
-    const realGit = (process.env.PATH ?? '')
-      .split(':')
-      .map((dir) => join(dir, 'git'))
-      .find((path) => existsSync(path));
-    await mkdir(bin);
-    // Records each signal and, like git cleaning up, takes a moment before it exits.
-    await writeFile(
-      join(bin, 'clone.mjs'),
-      [
-        "import { appendFileSync } from 'node:fs';",
-        "for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'])",
-        '  process.on(signal, () => {',
-        `    appendFileSync('${heard}', signal + '\\n');`,
-        '    setTimeout(() => process.exit(130), 100);',
-        '  });',
-        `appendFileSync('${heard}', 'started\\n');`,
-        'setTimeout(() => undefined, 20_000);',
-      ].join('\n'),
-    );
-    await writeFile(
-      join(bin, 'git'),
-      [
-        '#!/bin/sh',
-        `[ "$1" = clone ] || exec '${realGit}' "$@"`,
-        `exec '${process.execPath}' '${join(bin, 'clone.mjs')}'`,
-      ].join('\n'),
-    );
-    await chmod(join(bin, 'git'), 0o755);
-    const run = await start(
-      { source: source(repo.bare), params: { acquire: true } },
-      await stepFolder('unused'),
-      { PATH: `${bin}:${process.env.PATH ?? ''}` },
-    );
-    await waitForFile(heard);
-    const stopped = await stop(run, 'SIGTERM');
-    expect(stopped.code).toBe(143);
-    const signals = (await readFile(heard, 'utf8')).split('\n').filter(Boolean).slice(1);
+    const { signals } = await stopDuringClone({ endsOnSignal: true });
     expect(signals.length).toBeGreaterThan(0);
     expect(new Set(signals).size, signals.join(', ')).toBe(1);
-    expect(await run.leftovers()).toEqual([]);
-    expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
+  });
+
+  it('a git that never ends on the signal is killed: the step still ends within 1 s', async () => {
+    const { stopped, signals } = await stopDuringClone({ endsOnSignal: false });
+    expect(stopped.eofAfterSignal).toBeLessThan(1000);
+    expect(signals).not.toEqual([]);
   });
 });
+
+/** SIGTERM to an acquire while its `git clone` is the stand-in below: it ends with nothing left. */
+async function stopDuringClone(options: { endsOnSignal: boolean }) {
+  repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
+  const clone = await standInForClone(repo, options);
+  const run = await start(
+    { source: source(repo.bare), params: { acquire: true } },
+    await stepFolder('unused'),
+    clone.env,
+  );
+  await waitForFile(clone.heard);
+  const stopped = await stop(run, 'SIGTERM');
+  expect(stopped.code).toBe(143);
+  expect(await run.leftovers()).toEqual([]);
+  expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
+  return { stopped, signals: await clone.signals() };
+}
+
+/**
+ * A `git` for the front of PATH: `git clone` is a node program that writes "started" and then
+ * each signal it receives to the file `heard`, and waits; every other command is the real git.
+ * It ends 100 ms after a signal (git cleaning up takes a moment), or never.
+ */
+async function standInForClone(lockRepo: LockRepo, { endsOnSignal }: { endsOnSignal: boolean }) {
+  const bin = join(lockRepo.root, 'bin');
+  const heard = join(lockRepo.root, 'heard');
+  const realGit = (process.env.PATH ?? '')
+    .split(':')
+    .map((dir) => join(dir, 'git'))
+    .find((path) => existsSync(path));
+  await mkdir(bin);
+  await writeFile(
+    join(bin, 'clone.mjs'),
+    [
+      "import { appendFileSync } from 'node:fs';",
+      "for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'])",
+      '  process.on(signal, () => {',
+      `    appendFileSync('${heard}', signal + '\\n');`,
+      endsOnSignal ? '    setTimeout(() => process.exit(130), 100);' : '',
+      '  });',
+      `appendFileSync('${heard}', 'started\\n');`,
+      'setTimeout(() => undefined, 20_000);',
+    ].join('\n'),
+  );
+  await writeFile(
+    join(bin, 'git'),
+    [
+      '#!/bin/sh',
+      `[ "$1" = clone ] || exec '${realGit}' "$@"`,
+      `exec '${process.execPath}' '${join(bin, 'clone.mjs')}'`,
+    ].join('\n'),
+  );
+  await chmod(join(bin, 'git'), 0o755);
+  return {
+    env: { PATH: `${bin}:${process.env.PATH ?? ''}` },
+    heard,
+    /** The signals it received, in order. */
+    signals: async () => (await readFile(heard, 'utf8')).split('\n').filter(Boolean).slice(1),
+  };
+}
 
 describe('a signal after the claim reached the remote', () => {
   it('pushes the matching release before exiting', async () => {
