@@ -2,6 +2,7 @@
 // and waits for EOF on stdout and stderr. The step must end within a second, leave no process
 // behind, and never leave a lock claimed that nobody will release.
 import { chmod, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -306,10 +307,7 @@ async function stopDuringClone(options: { endsOnSignal: boolean }) {
 async function standInForClone(lockRepo: LockRepo, { endsOnSignal }: { endsOnSignal: boolean }) {
   const bin = join(lockRepo.root, 'bin');
   const heard = join(lockRepo.root, 'heard');
-  const realGit = (process.env.PATH ?? '')
-    .split(':')
-    .map((dir) => join(dir, 'git'))
-    .find((path) => existsSync(path));
+  const realGit = execFileSync('which', ['git'], { encoding: 'utf8' }).trim();
   await mkdir(bin);
   await writeFile(
     join(bin, 'clone.mjs'),
