@@ -3,7 +3,7 @@
 // and the daemon is polled until it accepts connections.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { join, relative } from 'node:path';
-import { accepts, freePort } from './net.js';
+import { accepts, freePort, whenListening } from './net.js';
 
 export interface GitDaemon {
   port: number;
@@ -38,33 +38,21 @@ export async function startGitDaemon(basePath: string): Promise<GitDaemon> {
       ],
       { stdio: ['ignore', 'ignore', 'pipe'] },
     );
-    let log = '';
-    child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (log += chunk));
-    let exited = false;
-    child.on('exit', () => (exited = true));
-    for (let i = 0; i < 100 && !exited; i++) {
-      if (await accepts(port)) {
-        return {
-          port,
-          url: (bareRepo) => `git://127.0.0.1:${port}/${relative(basePath, bareRepo)}`,
-          log: () => log,
-          stop: async () => {
-            if (!exited) {
-              const gone = new Promise((resolve) => child.once('exit', resolve));
-              child.kill('SIGTERM');
-              await gone;
-            }
-            // A connection's child process can hold the listening socket a moment longer:
-            // a test that stops the daemon must see the port refuse.
-            for (let i = 0; i < 100 && (await accepts(port)); i++) {
-              await new Promise((r) => setTimeout(r, 20));
-            }
-          },
-        };
-      }
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    child.kill('SIGKILL');
+    const server = await whenListening(child, port);
+    if (!server) continue;
+    return {
+      port,
+      url: (bareRepo) => `git://127.0.0.1:${port}/${relative(basePath, bareRepo)}`,
+      log: server.log,
+      stop: async () => {
+        await server.stop();
+        // A connection's child process can hold the listening socket a moment longer:
+        // a test that stops the daemon must see the port refuse.
+        for (let i = 0; i < 100 && (await accepts(port)); i++) {
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      },
+    };
   }
   throw new Error('git daemon did not start');
 }

@@ -1,4 +1,5 @@
 // Small loopback helpers shared by the test servers: a free port, waiting until one accepts.
+import type { ChildProcess } from 'node:child_process';
 import { connect, createServer } from 'node:net';
 
 export function freePort(): Promise<number> {
@@ -22,4 +23,42 @@ export function accepts(port: number): Promise<boolean> {
     });
     socket.once('error', () => resolve(false));
   });
+}
+
+export interface Listening {
+  /** Everything the server wrote to stderr so far. */
+  log(): string;
+  /** SIGTERM, then waits for the server to exit. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Waits until a server just spawned with its stderr piped accepts connections on `port`.
+ * Undefined when it exits first (the port was taken, say) or is not listening within 5 s; it is
+ * killed then, so the caller can try another port.
+ */
+export async function whenListening(
+  child: ChildProcess,
+  port: number,
+): Promise<Listening | undefined> {
+  let log = '';
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (log += chunk));
+  let exited = false;
+  child.on('exit', () => (exited = true));
+  for (let i = 0; i < 100 && !exited; i++) {
+    if (await accepts(port)) {
+      return {
+        log: () => log,
+        stop: async () => {
+          if (exited) return;
+          const gone = new Promise((resolve) => child.once('exit', resolve));
+          child.kill('SIGTERM');
+          await gone;
+        },
+      };
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  child.kill('SIGKILL');
+  return undefined;
 }

@@ -6,7 +6,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { accepts, freePort } from './net.js';
+import { freePort, whenListening } from './net.js';
 
 const exec = promisify(execFile);
 export const SSHD = '/usr/sbin/sshd';
@@ -89,35 +89,22 @@ export async function startSshd(authorizedKeys: string[]): Promise<Sshd> {
     const child: ChildProcess = spawn(SSHD, ['-D', '-e', '-f', config], {
       stdio: ['ignore', 'ignore', 'pipe'],
     });
-    let log = '';
-    child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (log += chunk));
-    let exited = false;
-    child.on('exit', () => (exited = true));
-    for (let i = 0; i < 100 && !exited; i++) {
-      if (await accepts(port)) {
-        const [type, key] = hostKey.publicKey.split(' ');
-        return {
-          port,
-          user,
-          dir,
-          url: (path) => `ssh://${user}@127.0.0.1:${port}${path}`,
-          knownHostsLine: `[127.0.0.1]:${port} ${type} ${key}`,
-          authorize: (lines) =>
-            writeFile(authorizedFile, lines.map((line) => `${line}\n`).join('')),
-          log: () => log,
-          stop: async () => {
-            if (!exited) {
-              const gone = new Promise((resolve) => child.once('exit', resolve));
-              child.kill('SIGTERM');
-              await gone;
-            }
-            await rm(dir, { recursive: true, force: true });
-          },
-        };
-      }
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-    child.kill('SIGKILL');
+    const server = await whenListening(child, port);
+    if (!server) continue;
+    const [type, key] = hostKey.publicKey.split(' ');
+    return {
+      port,
+      user,
+      dir,
+      url: (path) => `ssh://${user}@127.0.0.1:${port}${path}`,
+      knownHostsLine: `[127.0.0.1]:${port} ${type} ${key}`,
+      authorize: (lines) => writeFile(authorizedFile, lines.map((line) => `${line}\n`).join('')),
+      log: server.log,
+      stop: async () => {
+        await server.stop();
+        await rm(dir, { recursive: true, force: true });
+      },
+    };
   }
   await rm(dir, { recursive: true, force: true });
   throw new Error('sshd did not start');
