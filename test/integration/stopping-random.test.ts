@@ -1,23 +1,31 @@
 // SPEC §7, no leaked lock: SIGTERM at random instants over the whole acquire of a free lock, from
-// the start until the result is written, over git daemon and over a local path (where git's
-// upload-pack and receive-pack are our own grandchildren). Every run must either print a valid
+// the start until the result is written, over git daemon, over SSH (where git runs our SSH
+// program) and over a local path (where git's upload-pack and receive-pack are our own
+// grandchildren). Every run must either print a valid
 // result and hold its lock, or exit non-zero with no lock claimed by it on the remote.
 import { readdir, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
+import { generateKey, startSshd, type Sshd } from '../helpers/sshd.js';
 import { sleep, startStoppable, stepFolder, stop, type Stopped } from '../helpers/stopping.js';
 import type { ScriptResult } from '../helpers/run-script.js';
 
 let repo: LockRepo;
 let daemon: GitDaemon;
+let sshd: Sshd;
+let privateKey: string;
 beforeAll(async () => {
   repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
   daemon = await startGitDaemon(repo.root);
+  const key = await generateKey(repo.root, 'client', { type: 'ed25519' });
+  privateKey = key.privateKey;
+  sshd = await startSshd([key.publicKey]);
 });
 afterAll(async () => {
   await daemon?.stop();
+  await sshd?.stop();
   await repo?.cleanup();
 });
 
@@ -38,13 +46,21 @@ it('leaks no lock over 32 acquires over git daemon stopped at random instants', 
   await stopAtRandom(daemon.url(repo.bare), 32);
 }, 240_000);
 
+it('leaks no lock over 12 acquires over SSH stopped at random instants', async () => {
+  await stopAtRandom(sshd.url(repo.bare), 12, { private_key: privateKey });
+}, 120_000);
+
 it('leaks no lock over 12 acquires over a local path stopped at random instants', async () => {
   await stopAtRandom(repo.bare, 12);
 }, 120_000);
 
-async function stopAtRandom(uri: string, runs: number): Promise<void> {
+async function stopAtRandom(
+  uri: string,
+  runs: number,
+  extra: Record<string, unknown> = {},
+): Promise<void> {
   const request = {
-    source: { uri, branch: repo.branch, pool: 'pool' },
+    source: { uri, branch: repo.branch, pool: 'pool', ...extra },
     params: { acquire: true },
   };
   const src = await stepFolder('unused');
