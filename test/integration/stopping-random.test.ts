@@ -1,12 +1,13 @@
 // SPEC §7, no leaked lock: SIGTERM at random instants over the whole acquire of a free lock, from
 // the start until the result is written, over git daemon, over SSH (where git runs our SSH
-// program) and over a local path (where git's upload-pack and receive-pack are our own
+// program), over HTTP with basic auth (git-remote-http) and over a local path (where git's upload-pack and receive-pack are our own
 // grandchildren). Every run must either print a valid
 // result and hold its lock, or exit non-zero with no lock claimed by it on the remote.
 import { readdir, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
+import { startHttpGit, type HttpGitServer } from '../helpers/http-git.js';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
 import { generateKey, startSshd, type Sshd } from '../helpers/sshd.js';
 import { sleep, startStoppable, stepFolder, stop, type Stopped } from '../helpers/stopping.js';
@@ -16,16 +17,19 @@ let repo: LockRepo;
 let daemon: GitDaemon;
 let sshd: Sshd;
 let privateKey: string;
+let http: HttpGitServer;
 beforeAll(async () => {
   repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
   daemon = await startGitDaemon(repo.root);
   const key = await generateKey(repo.root, 'client', { type: 'ed25519' });
   privateKey = key.privateKey;
   sshd = await startSshd([key.publicKey]);
+  http = await startHttpGit({ projectRoot: repo.root, username: 'locksmith', password: 'pw' });
 });
 afterAll(async () => {
   await daemon?.stop();
   await sshd?.stop();
+  await http?.stop();
   await repo?.cleanup();
 });
 
@@ -48,6 +52,10 @@ it('leaks no lock over 32 acquires over git daemon stopped at random instants', 
 
 it('leaks no lock over 12 acquires over SSH stopped at random instants', async () => {
   await stopAtRandom(sshd.url(repo.bare), 12, { private_key: privateKey });
+}, 120_000);
+
+it('leaks no lock over 12 acquires over HTTP stopped at random instants', async () => {
+  await stopAtRandom(http.url(repo.bare), 12, { username: 'locksmith', password: 'pw' });
 }, 120_000);
 
 it('leaks no lock over 12 acquires over a local path stopped at random instants', async () => {
