@@ -5,6 +5,11 @@
 // which need a different order of waiters. Nothing here runs git; `npm run bench` measures.
 //
 //   node scripts/contention-model.mjs [--from bench-results/bench-<time>.json] [--runs 3000]
+//                                     [--scale 1]
+//
+// --scale multiplies every measured git step (claim, in, release and the gaps) to ask what a
+// faster resource would reach: --scale 0.83, say, puts an acquire at the plain-git floor of a run
+// where acquire / floor was 1.21.
 //
 // The model, per lock: a claim ends, the holder holds, runs `in`, then releases; the next claim
 // ends a "gap" after that release started. The orders:
@@ -17,38 +22,56 @@
 //   two longest   whichever of the two longest waiters polls first; the same gap, but with the
 //                 earlier of two polls. Neither ordered variant counts what keeping an order
 //                 would cost (telling waiters apart needs shared state, so writes to the remote).
-import { readFileSync, readdirSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const { values: opts } = parseArgs({
-  options: { from: { type: 'string' }, runs: { type: 'string', default: '3000' } },
+  options: {
+    from: { type: 'string' },
+    runs: { type: 'string', default: '3000' },
+    scale: { type: 'string', default: '1' },
+  },
 });
+
+function fail(message) {
+  console.error(`contention-model: ${message}`);
+  process.exit(1);
+}
 
 function newestBench() {
   const folder = join(ROOT, 'bench-results');
-  const files = readdirSync(folder)
+  const files = (existsSync(folder) ? readdirSync(folder) : [])
     .filter((f) => f.startsWith('bench-') && f.endsWith('.json'))
     .sort();
-  if (files.length === 0) throw new Error('no bench results: run `npm run bench` or pass --from');
+  if (files.length === 0) fail('no bench results: run `npm run bench` or pass --from');
   return join(folder, files.at(-1));
 }
 
 const file = opts.from ?? newestBench();
-const bench = JSON.parse(readFileSync(file, 'utf8'));
+let bench;
+try {
+  bench = JSON.parse(readFileSync(file, 'utf8'));
+} catch (error) {
+  fail(`cannot read ${file}: ${error.message}`);
+}
 const c = bench.contention;
-if (!c?.holds) throw new Error(`${file} has no contention run with its holds`);
+if (!c?.holds) fail(`${file} has no contention run with its holds`);
 
+const scale = Number(opts.scale);
+if (!(scale > 0)) fail(`--scale ${opts.scale}: give a positive number`);
 const sec = (ms) => ms / 1000;
+/** A measured git step, in seconds, times --scale. */
+const step = (ms) => (scale * ms) / 1000;
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const hold = sec(c.holdMs);
-const inStep = sec(c.inMedianMs);
-const release = sec(c.releaseMedianMs);
-const claim = sec(bench.sizes[0].medians.acquire);
+const inStep = step(c.inMedianMs);
+const release = step(c.releaseMedianMs);
+const claim = step(bench.sizes[0].medians.acquire);
 const UNIT_MS = { ms: 1, s: 1000, m: 60_000 };
 const [, amount, unit] = /^([\d.]+)(ms|s|m)$/.exec(c.retryDelay) ?? [];
-if (!unit) throw new Error(`retry_delay ${c.retryDelay}: give it in ms, s or m`);
+if (!unit) fail(`retry_delay ${c.retryDelay}: give it in ms, s or m`);
 const retryDelay = sec(Number(amount) * UNIT_MS[unit]);
 
 // From the bench's holds: each gap (a release starting → the next claim of that lock ending),
@@ -62,7 +85,7 @@ for (const h of holds) byLock.set(h.lock, [...(byLock.get(h.lock) ?? []), h]);
 for (const list of byLock.values()) {
   for (let i = 1; i < list.length; i++) {
     const [before, after] = [list[i - 1], list[i]];
-    gaps.push(sec(after.from - before.to));
+    gaps.push(step(after.from - before.to));
     if (holds.some((h) => h.worker === before.worker && h.from > before.from)) {
       releaserAsked++;
       if (after.worker === before.worker) releaserWon++;
@@ -127,7 +150,8 @@ const runs = Number(opts.runs);
 console.log(`model of ${file}`);
 console.log(
   `  ${c.workers} workers × ${c.locks} locks × ${c.rounds} rounds; hold ${hold} s, in ${inStep.toFixed(3)} s, ` +
-    `release ${release.toFixed(3)} s, claim ${claim.toFixed(3)} s, retry_delay ${retryDelay} s`,
+    `release ${release.toFixed(3)} s, claim ${claim.toFixed(3)} s, retry_delay ${retryDelay} s` +
+    (scale === 1 ? '' : ` (git steps × ${scale})`),
 );
 console.log(
   `  measured gaps: median ${median(gaps).toFixed(3)} s over ${gaps.length}; the releaser won ` +
