@@ -1,7 +1,7 @@
 #!/usr/bin/env node
-// `npm run bench`: how the resource's cost grows with the lock repository's history and how it
-// behaves under contention, measured through the real check, in and out over `git daemon` on
-// 127.0.0.1, next to the plain-git floor measured in the same run. Prints a table and writes
+// `npm run bench`: how the resource's time and memory grow with the lock repository's history
+// and how it behaves under contention, measured through the real check, in and out over `git
+// daemon` on 127.0.0.1, next to the plain-git floor measured in the same run. Prints a table and writes
 // bench-results/bench-<time>.json. The scripts measured are the packaged payload in
 // build/resource/ (`npm run package`: what the image installs at /opt/resource), or another
 // folder of scripts with --assets (assets/ runs the unbundled build in dist/).
@@ -17,7 +17,7 @@
 import { spawn } from 'node:child_process';
 import { createServer, connect } from 'node:net';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir, cpus, loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -229,11 +229,23 @@ function connections(log) {
 // ---------------------------------------------------------------------------------------------
 // The resource's scripts, run as Concourse runs them.
 
-async function script(name, request, { args = [], tmp }) {
+/** GNU time, for the peak memory of a script's processes; the figures are left out without it. */
+const TIME = '/usr/bin/time';
+
+async function script(name, request, { args = [], tmp, peakFile, pathFirst }) {
   const started = performance.now();
-  const child = spawn(join(ASSETS, name), args, {
+  // With peakFile, GNU time runs the script and writes there the largest resident set of the
+  // script and every process it waited for (its git children, theirs): `%M`, in KiB.
+  const [command, argv] = peakFile
+    ? [TIME, ['-f', '%M', '-o', peakFile, join(ASSETS, name), ...args]]
+    : [join(ASSETS, name), args];
+  const child = spawn(command, argv, {
     stdio: ['pipe', 'pipe', 'pipe'],
-    env: { PATH: GIT_ENV.PATH, HOME: GIT_ENV.HOME, TMPDIR: tmp },
+    env: {
+      PATH: pathFirst ? `${pathFirst}:${GIT_ENV.PATH}` : GIT_ENV.PATH,
+      HOME: GIT_ENV.HOME,
+      TMPDIR: tmp,
+    },
   });
   const out = [];
   const err = [];
@@ -443,7 +455,94 @@ function summarise(size) {
     connections: Object.fromEntries(
       Object.entries(size.perOp).map(([key, count]) => [key, count / reps]),
     ),
+    peakMiB: size.peakMiB,
+    gitPeakMiB: size.gitPeakMiB,
   };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Peak memory: each operation once per pass under GNU time, outside the timed rounds (so the
+// timings never include time's own start). Two figures, in MiB: the largest single process of
+// the operation (the node script itself or a git command it ran), and the largest git command
+// alone, which the script's own size would otherwise hide. For the second, a `git` first on the
+// script's PATH runs the real one under GNU time too (the resource runs git by its name, and
+// hands git's own children nothing but PATH, so the report file is written into that `git`).
+
+const MEMORY_PASSES = 3;
+const MEMORY_KEYS = ['acquire', 'in', 'release', 'checkCold', 'checkWarm'];
+
+async function measureMemory(root, sizes) {
+  const realGit = (await run('sh', ['-c', 'command -v git'])).stdout.trim();
+  const gitPeaksBySize = new Map(
+    sizes.map((size) => [size, Object.fromEntries(MEMORY_KEYS.map((k) => [k, []]))]),
+  );
+  const peaks = new Map(
+    sizes.map((size) => [size, Object.fromEntries(MEMORY_KEYS.map((k) => [k, []]))]),
+  );
+  for (let pass = 0; pass < MEMORY_PASSES; pass++) {
+    for (const size of sizes) {
+      const dir = await mkdtemp(join(root, 'memory-'));
+      const [tmp, src, dest, cold] = await Promise.all(
+        ['tmp', 'src', 'dest', 'cold'].map(async (name) => {
+          await mkdir(join(dir, name));
+          return join(dir, name);
+        }),
+      );
+      const peak = async (key, name, request, options) => {
+        const peakFile = join(dir, `${key}.peak`);
+        const gitPeaks = join(dir, `${key}.git-peaks`);
+        const shim = join(dir, `${key}-bin`);
+        await mkdir(shim);
+        await writeFile(
+          join(shim, 'git'),
+          `#!/bin/sh\nexec ${TIME} -a -f %M -o '${gitPeaks}' '${realGit}' "$@"\n`,
+          { mode: 0o755 },
+        );
+        const result = await script(name, request, { ...options, peakFile, pathFirst: shim });
+        const kib = (text) =>
+          text
+            .split('\n')
+            .filter((line) => /^\d+$/.test(line))
+            .map(Number);
+        const largest = async (file) => Math.max(...kib(await readFile(file, 'utf8'))) / 1024;
+        peaks.get(size)[key].push(await largest(peakFile));
+        gitPeaksBySize.get(size)[key].push(await largest(gitPeaks));
+        return result;
+      };
+      const acquired = await peak(
+        'acquire',
+        'out',
+        { source: source(size.url), params: { acquire: true } },
+        { args: [src], tmp },
+      );
+      await peak(
+        'in',
+        'in',
+        { source: source(size.url), version: acquired.result.version },
+        { args: [dest], tmp },
+      );
+      const step = await stepFolder(dir, lockName(acquired.result));
+      await peak(
+        'release',
+        'out',
+        { source: source(size.url), params: { release: 'lock' } },
+        { args: [step], tmp },
+      );
+      await peak('checkCold', 'check', { source: source(size.url) }, { tmp: cold });
+      const warm = await peak(
+        'checkWarm',
+        'check',
+        { source: source(size.url), version: size.lastVersion },
+        { tmp: size.warmTmp },
+      );
+      size.lastVersion = warm.result.at(-1);
+      await rm(dir, { recursive: true, force: true });
+    }
+  }
+  for (const [size, byKey] of peaks)
+    size.peakMiB = Object.fromEntries(MEMORY_KEYS.map((k) => [k, median(byKey[k])]));
+  for (const [size, byKey] of gitPeaksBySize)
+    size.gitPeakMiB = Object.fromEntries(MEMORY_KEYS.map((k) => [k, median(byKey[k])]));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -628,6 +727,26 @@ function printTable(results, contentionResult) {
       pad(label, 26) + results.map((r) => pad(r.connections[key].toFixed(1), width)).join(''),
     );
   }
+  if (first.peakMiB) {
+    for (const [title, field] of [
+      ['peak memory (MiB)', 'peakMiB'],
+      ['peak memory, git (MiB)', 'gitPeakMiB'],
+    ]) {
+      lines.push('');
+      lines.push(pad(title, 26) + cols.map((c) => pad(c, width)).join('') + 'largest / smallest');
+      for (const [label, key] of rows.slice(0, 5)) {
+        lines.push(
+          pad(label, 26) +
+            results.map((r) => pad(r[field][key].toFixed(1), width)).join('') +
+            ratio(last[field][key], first[field][key]),
+        );
+      }
+    }
+    lines.push('  (the largest single process of an operation: any, then its git commands alone)');
+  } else {
+    lines.push('');
+    lines.push(`peak memory: not measured (${TIME} is missing: apt-get install time)`);
+  }
   if (contentionResult) {
     const c = contentionResult;
     lines.push('');
@@ -722,6 +841,10 @@ async function main() {
     for (let rep = 0; rep < reps; rep++) {
       process.stderr.write(`round ${rep + 1} of ${reps}…\n`);
       await measureRound(root, daemon, prepared, rep);
+    }
+    if (existsSync(TIME)) {
+      process.stderr.write(`peak memory, ${MEMORY_PASSES} passes…\n`);
+      await measureMemory(root, prepared);
     }
     results.push(...prepared.map(summarise));
     if (!opts['no-contention']) {
