@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // `npm run bench`: how the resource's time and memory grow with the lock repository's history
 // and how it behaves under contention, measured through the real check, in and out over `git
-// daemon` on 127.0.0.1, next to the plain-git floor measured in the same run. Prints a table and writes
-// bench-results/bench-<time>.json. The scripts measured are the packaged payload in
+// daemon` on 127.0.0.1, next to the plain-git floor measured in the same run. Prints a table and
+// writes bench-results/bench-<time>.json. The scripts measured are the packaged payload in
 // build/resource/ (`npm run package`: what the image installs at /opt/resource), or another
 // folder of scripts with --assets (assets/ runs the unbundled build in dist/).
 //
@@ -465,8 +465,9 @@ function summarise(size) {
 // timings never include time's own start). Two figures, in MiB: the largest single process of
 // the operation (the node script itself or a git command it ran), and the largest git command
 // alone, which the script's own size would otherwise hide. For the second, a `git` first on the
-// script's PATH runs the real one under GNU time too (the resource runs git by its name, and
-// hands git's own children nothing but PATH, so the report file is written into that `git`).
+// script's PATH runs the real one under GNU time too. The resource runs git by its name and
+// passes it only a few variables of its own (PATH among them), so the report file's path is
+// written into that `git` rather than passed in the environment.
 
 const MEMORY_PASSES = 3;
 const MEMORY_KEYS = ['acquire', 'in', 'release', 'checkCold', 'checkWarm'];

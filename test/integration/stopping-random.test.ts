@@ -1,7 +1,7 @@
 // SPEC §7, no leaked lock: SIGTERM at random instants over the whole acquire of a free lock, from
 // the start until the result is written, over git daemon, over SSH (where git runs our SSH
-// program), over HTTP with basic auth (git-remote-http) and over a local path (where git's upload-pack and receive-pack are our own
-// grandchildren). Every run must either print a valid
+// program), over HTTP with basic auth (git-remote-http) and over a local path (where git's
+// upload-pack and receive-pack are our own grandchildren). Every run must either print a valid
 // result and hold its lock, or exit non-zero with no lock claimed by it on the remote.
 import { readdir, rename } from 'node:fs/promises';
 import { join } from 'node:path';
