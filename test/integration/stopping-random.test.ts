@@ -3,15 +3,17 @@
 // program), over HTTP with basic auth (git-remote-http) and over a local path (where git's
 // upload-pack and receive-pack are our own grandchildren). Every run must either print a valid
 // result and hold its lock, or exit non-zero with no lock claimed by it on the remote.
-import { readdir, rename } from 'node:fs/promises';
+import { mkdtemp, readdir, rename, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
 import { startHttpGit, type HttpGitServer } from '../helpers/http-git.js';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
 import { generateKey, startSshd, type Sshd } from '../helpers/sshd.js';
+import { processesWithTmpdir } from '../helpers/leftover-processes.js';
 import { sleep, startStoppable, stepFolder, stop, type Stopped } from '../helpers/stopping.js';
-import type { ScriptResult } from '../helpers/run-script.js';
+import { runScript, startScript, type ScriptResult } from '../helpers/run-script.js';
 
 let repo: LockRepo;
 let daemon: GitDaemon;
@@ -60,6 +62,68 @@ it('leaks no lock over 12 acquires over HTTP stopped at random instants', async 
 
 it('leaks no lock over 12 acquires over a local path stopped at random instants', async () => {
   await stopAtRandom(repo.bare, 12);
+}, 120_000);
+
+// Concourse reuses a check container, and with it the copy `check` keeps in TMPDIR; a check it
+// stops (check_timeout, a worker going away) must leave that copy to the next check in a state
+// that answers right, with no process left and no lock folder that would keep it from the copy.
+it('a check stopped at random instants leaves its cached copy to the next check', async () => {
+  const pool = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
+  const server = await startGitDaemon(pool.root);
+  const tmp = await mkdtemp(join(tmpdir(), 'pool-check-stop-'));
+  try {
+    const source = { uri: server.url(pool.bare), branch: pool.branch, pool: 'pool' };
+    const update = (i: number) =>
+      pool.commit(`updating: lock-a`, (work) =>
+        writeFile(join(work, 'pool/unclaimed/lock-a'), `{"round":${i}}\n`),
+      );
+    await update(0);
+    const first = await runScript('check', { source }, { tmpdir: tmp });
+    expect(first.code).toBe(0);
+    let version = (JSON.parse(first.stdout) as { ref: string }[]).at(-1);
+    // How long an undisturbed check of one new commit takes: the last follow-up check's.
+    let span = first.exitMs;
+    const outcomes = { finished: 0, stopped: 0, killedBeforeHandlers: 0, answeredAnyway: 0 };
+    for (let i = 1; i <= 24; i++) {
+      await update(i);
+      // Over the second half of a check: its first half is mostly Node starting and loading, when
+      // a signal still ends the process outright (nothing has started yet).
+      const delay = Math.round(span * (0.5 + 0.5 * Math.random()));
+      const context = `run ${i}, SIGTERM ${delay} ms after spawn`;
+      const run = startScript('check', { source, version }, { tmpdir: tmp });
+      const finished = await Promise.race([run.done, sleep(delay).then(() => undefined)]);
+      if (!finished) run.child.kill('SIGTERM');
+      const result = finished ?? (await run.done);
+      if (finished) outcomes.finished++;
+      else if (result.code === 143) outcomes.stopped++;
+      else if (result.signal === 'SIGTERM') outcomes.killedBeforeHandlers++;
+      else {
+        // The signal came as it was writing its answer.
+        expect(result.code, `${context}: ${result.stderr}`).toBe(0);
+        outcomes.answeredAnyway++;
+      }
+      const others = (await processesWithTmpdir(tmp)).filter((p) => p.pid !== run.child.pid);
+      expect(others, context).toEqual([]);
+      const cache = await readdir(join(tmp, 'pool-resource-check'));
+      expect(
+        cache.filter((name) => name.endsWith('.lock')),
+        context,
+      ).toEqual([]);
+
+      const next = await runScript('check', { source, version }, { tmpdir: tmp });
+      expect(next.code, `${context}; the next check: ${next.stderr}`).toBe(0);
+      const versions = JSON.parse(next.stdout) as { ref: string }[];
+      expect(versions.at(-1)?.ref, context).toBe(await pool.tip());
+      version = versions.at(-1);
+      span = next.exitMs;
+    }
+    console.log(`check stopped at random, 24 runs: ${JSON.stringify(outcomes)}`);
+    expect(outcomes.stopped, 'some checks were stopped while working').toBeGreaterThan(0);
+  } finally {
+    await server.stop();
+    await pool.cleanup();
+    await rm(tmp, { recursive: true, force: true });
+  }
 }, 120_000);
 
 async function stopAtRandom(
