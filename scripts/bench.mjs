@@ -342,6 +342,50 @@ async function setupSize(root, daemon, commits) {
 }
 
 /**
+ * The five measured operations, in order, as [script, request, options] for a size and the
+ * round's scratch folders `r` (tmp, src, dest, cold). Each may read what the ones before it
+ * returned, kept in `r` under its key.
+ */
+const OPERATIONS = {
+  acquire: async (size, r) => [
+    'out',
+    { source: source(size.url), params: { acquire: true } },
+    { args: [r.src], tmp: r.tmp },
+  ],
+  in: async (size, r) => [
+    'in',
+    { source: source(size.url), version: r.acquire.result.version },
+    { args: [r.dest], tmp: r.tmp },
+  ],
+  release: async (size, r) => {
+    r.step = await stepFolder(r.root, lockName(r.acquire.result));
+    return [
+      'out',
+      { source: source(size.url), params: { release: 'lock' } },
+      { args: [r.step], tmp: r.tmp },
+    ];
+  },
+  checkCold: async (size, r) => ['check', { source: source(size.url) }, { tmp: r.cold }],
+  // Concourse reuses the check container between checks: the warm cache lives in its TMPDIR.
+  checkWarm: async (size) => [
+    'check',
+    { source: source(size.url), version: size.lastVersion },
+    { tmp: size.warmTmp },
+  ],
+};
+
+/** Scratch folders for one size's run of the operations, all below one folder. */
+async function scratch(root) {
+  const dir = await mkdtemp(join(root, 'run-'));
+  const r = { root: dir };
+  for (const name of ['tmp', 'src', 'dest', 'cold']) {
+    r[name] = join(dir, name);
+    await mkdir(r[name]);
+  }
+  return r;
+}
+
+/**
  * One round of every measurement. Each step runs on every size before the next step, in a
  * shuffled order, so that load from elsewhere on the machine lands on the sizes alike.
  */
@@ -350,26 +394,6 @@ async function measureRound(root, daemon, sizes, rep) {
     const order = [...sizes].sort(() => Math.random() - 0.5);
     for (const size of order) await work(size);
   };
-  const counted = async (size, key, work) => {
-    const start = daemon.connections();
-    const result = await work();
-    size.perOp[key] += daemon.connections() - start;
-    size.samples[key].push(result.ms);
-    return result;
-  };
-  const round = new Map(
-    await Promise.all(
-      sizes.map(async (size) => [
-        size,
-        {
-          tmp: await mkdtemp(join(root, 'tmp-')),
-          src: await mkdtemp(join(root, 'src-')),
-          dest: await mkdtemp(join(root, 'dest-')),
-          cold: await mkdtemp(join(root, 'cold-')),
-        },
-      ]),
-    ),
-  );
   await each(async (size) =>
     size.samples.floor.push(
       await plainGitClaim(size.url, join(root, `floor-${size.commits}-${rep}`)),
@@ -383,56 +407,19 @@ async function measureRound(root, daemon, sizes, rep) {
       ]),
     ),
   );
-  await each(async (size) => {
-    const r = round.get(size);
-    r.acquired = await counted(size, 'acquire', () =>
-      script(
-        'out',
-        { source: source(size.url), params: { acquire: true } },
-        { args: [r.src], tmp: r.tmp },
-      ),
-    );
-  });
-  await each(async (size) => {
-    const r = round.get(size);
-    await counted(size, 'in', () =>
-      script(
-        'in',
-        { source: source(size.url), version: r.acquired.result.version },
-        { args: [r.dest], tmp: r.tmp },
-      ),
-    );
-  });
-  await each(async (size) => {
-    const r = round.get(size);
-    r.step = await stepFolder(root, lockName(r.acquired.result));
-    r.released = await counted(size, 'release', () =>
-      script(
-        'out',
-        { source: source(size.url), params: { release: 'lock' } },
-        { args: [r.step], tmp: r.tmp },
-      ),
-    );
-  });
-  await each(async (size) => {
-    const r = round.get(size);
-    r.coldCheck = await counted(size, 'checkCold', () =>
-      script('check', { source: source(size.url) }, { tmp: r.cold }),
-    );
-  });
-  await each(async (size) => {
-    const r = round.get(size);
-    r.warmCheck = await counted(size, 'checkWarm', () =>
-      script(
-        'check',
-        { source: source(size.url), version: size.lastVersion },
-        { tmp: size.warmTmp },
-      ),
-    );
-  });
+  const round = new Map(await Promise.all(sizes.map(async (size) => [size, await scratch(root)])));
+  for (const [key, operation] of Object.entries(OPERATIONS)) {
+    await each(async (size) => {
+      const r = round.get(size);
+      const start = daemon.connections();
+      r[key] = await script(...(await operation(size, r)));
+      size.perOp[key] += daemon.connections() - start;
+      size.samples[key].push(r[key].ms);
+    });
+  }
   for (const [size, r] of round) {
     // Answers, not just timings: the warm check ends with this round's release, the cold one is it.
-    const { warmCheck: warm, coldCheck: cold, released } = r;
+    const { checkWarm: warm, checkCold: cold, release: released } = r;
     if (warm.result.at(-1)?.ref !== released.result.version.ref)
       throw new Error(`warm check missed the release: ${JSON.stringify(warm.result)}`);
     if (cold.result.length !== 1 || cold.result[0].ref !== released.result.version.ref)
@@ -440,9 +427,7 @@ async function measureRound(root, daemon, sizes, rep) {
         `cold check did not return the latest commit: ${JSON.stringify(cold.result)}`,
       );
     size.lastVersion = warm.result.at(-1);
-    await Promise.all(
-      [r.tmp, r.src, r.dest, r.step, r.cold].map((dir) => rm(dir, { recursive: true })),
-    );
+    await rm(r.root, { recursive: true, force: true });
   }
 }
 
@@ -470,80 +455,45 @@ function summarise(size) {
 // written into that `git` rather than passed in the environment.
 
 const MEMORY_PASSES = 3;
-const MEMORY_KEYS = ['acquire', 'in', 'release', 'checkCold', 'checkWarm'];
 
 async function measureMemory(root, sizes) {
   const realGit = (await run('sh', ['-c', 'command -v git'])).stdout.trim();
-  const gitPeaksBySize = new Map(
-    sizes.map((size) => [size, Object.fromEntries(MEMORY_KEYS.map((k) => [k, []]))]),
-  );
-  const peaks = new Map(
-    sizes.map((size) => [size, Object.fromEntries(MEMORY_KEYS.map((k) => [k, []]))]),
-  );
+  const empty = () => Object.fromEntries(Object.keys(OPERATIONS).map((key) => [key, []]));
+  const peaks = new Map(sizes.map((size) => [size, { any: empty(), git: empty() }]));
+  const kib = (text) =>
+    text
+      .split('\n')
+      .filter((line) => /^\d+$/.test(line))
+      .map(Number);
+  const largest = async (file) => Math.max(...kib(await readFile(file, 'utf8'))) / 1024;
   for (let pass = 0; pass < MEMORY_PASSES; pass++) {
     for (const size of sizes) {
-      const dir = await mkdtemp(join(root, 'memory-'));
-      const [tmp, src, dest, cold] = await Promise.all(
-        ['tmp', 'src', 'dest', 'cold'].map(async (name) => {
-          await mkdir(join(dir, name));
-          return join(dir, name);
-        }),
-      );
-      const peak = async (key, name, request, options) => {
-        const peakFile = join(dir, `${key}.peak`);
-        const gitPeaks = join(dir, `${key}.git-peaks`);
-        const shim = join(dir, `${key}-bin`);
+      const r = await scratch(root);
+      for (const [key, operation] of Object.entries(OPERATIONS)) {
+        const peakFile = join(r.root, `${key}.peak`);
+        const gitPeaks = join(r.root, `${key}.git-peaks`);
+        const shim = join(r.root, `${key}-bin`);
         await mkdir(shim);
         await writeFile(
           join(shim, 'git'),
           `#!/bin/sh\nexec ${TIME} -a -f %M -o '${gitPeaks}' '${realGit}' "$@"\n`,
           { mode: 0o755 },
         );
-        const result = await script(name, request, { ...options, peakFile, pathFirst: shim });
-        const kib = (text) =>
-          text
-            .split('\n')
-            .filter((line) => /^\d+$/.test(line))
-            .map(Number);
-        const largest = async (file) => Math.max(...kib(await readFile(file, 'utf8'))) / 1024;
-        peaks.get(size)[key].push(await largest(peakFile));
-        gitPeaksBySize.get(size)[key].push(await largest(gitPeaks));
-        return result;
-      };
-      const acquired = await peak(
-        'acquire',
-        'out',
-        { source: source(size.url), params: { acquire: true } },
-        { args: [src], tmp },
-      );
-      await peak(
-        'in',
-        'in',
-        { source: source(size.url), version: acquired.result.version },
-        { args: [dest], tmp },
-      );
-      const step = await stepFolder(dir, lockName(acquired.result));
-      await peak(
-        'release',
-        'out',
-        { source: source(size.url), params: { release: 'lock' } },
-        { args: [step], tmp },
-      );
-      await peak('checkCold', 'check', { source: source(size.url) }, { tmp: cold });
-      const warm = await peak(
-        'checkWarm',
-        'check',
-        { source: source(size.url), version: size.lastVersion },
-        { tmp: size.warmTmp },
-      );
-      size.lastVersion = warm.result.at(-1);
-      await rm(dir, { recursive: true, force: true });
+        const [name, request, options] = await operation(size, r);
+        r[key] = await script(name, request, { ...options, peakFile, pathFirst: shim });
+        peaks.get(size).any[key].push(await largest(peakFile));
+        peaks.get(size).git[key].push(await largest(gitPeaks));
+      }
+      size.lastVersion = r.checkWarm.result.at(-1);
+      await rm(r.root, { recursive: true, force: true });
     }
   }
-  for (const [size, byKey] of peaks)
-    size.peakMiB = Object.fromEntries(MEMORY_KEYS.map((k) => [k, median(byKey[k])]));
-  for (const [size, byKey] of gitPeaksBySize)
-    size.gitPeakMiB = Object.fromEntries(MEMORY_KEYS.map((k) => [k, median(byKey[k])]));
+  const medians = (byKey) =>
+    Object.fromEntries(Object.entries(byKey).map(([key, values]) => [key, median(values)]));
+  for (const [size, { any, git }] of peaks) {
+    size.peakMiB = medians(any);
+    size.gitPeakMiB = medians(git);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
