@@ -1,8 +1,8 @@
 // Entry point of the SSH command git runs (GIT_SSH_COMMAND): the only code of that program that
 // touches `process`. It exits when its work is done, when git goes away, or on a stop signal.
 import { readFileSync } from 'node:fs';
-import { parseSshConfig, SSH_CONFIG_ENV } from '../transport/ssh-config.js';
-import { runSsh, SSH_FAILED } from '../transport/ssh-session.js';
+import { parseSshConfig, SSH_CONFIG_ENV, SSH_FAILED } from '../transport/ssh-config.js';
+import { runSsh } from '../transport/ssh-session.js';
 
 /** How often to look whether git (our parent) is still there. */
 const PARENT_POLL_MS = 500;

@@ -56,3 +56,16 @@ export function parseSshArgs(args: readonly string[]): SshInvocation | { problem
   if (!host) return { problem: 'expected a host' };
   return { user: user || undefined, host, port, command, sendEnv, family };
 }
+
+/** The variables git asked to forward (`-o SendEnv=…`) that are set. */
+export function forwardedEnv(
+  invocation: SshInvocation,
+  env: Readonly<Record<string, string | undefined>>,
+): Record<string, string> {
+  const forwarded: Record<string, string> = {};
+  for (const name of invocation.sendEnv) {
+    const value = env[name];
+    if (value !== undefined) forwarded[name] = value;
+  }
+  return forwarded;
+}

@@ -4,6 +4,9 @@ import type { HttpsTunnel } from '../request.js';
 
 export const SSH_CONFIG_ENV = 'POOL_RESOURCE_SSH_CONFIG';
 
+/** Exit status for our own failures, the one OpenSSH uses; git reports it as a failed connection. */
+export const SSH_FAILED = 255;
+
 export interface SshTransportConfig {
   privateKey?: string;
   passphrase?: string;

@@ -22,33 +22,61 @@ import {
   verifyHostKey,
   type KnownHostEntry,
 } from './known-hosts.js';
-import { parseSshArgs, type SshInvocation } from './ssh-args.js';
-import type { SshTransportConfig } from './ssh-config.js';
+import { forwardedEnv, parseSshArgs, type SshInvocation } from './ssh-args.js';
+import { SSH_FAILED, type SshTransportConfig } from './ssh-config.js';
 import { fingerprint, readPrivateKey } from './ssh-key.js';
 
-export interface SshIo {
-  args: readonly string[];
-  env: Readonly<Record<string, string | undefined>>;
-  config: SshTransportConfig;
+export interface SshStreams {
   stdin: Readable;
   stdout: Writable;
   stderr: Writable;
+}
+
+export interface SshIo extends SshStreams {
+  args: readonly string[];
+  env: Readonly<Record<string, string | undefined>>;
+  config: SshTransportConfig;
   /** Fires when git is gone (our parent died): the connection is dropped at once. */
   signal: AbortSignal;
 }
 
-/** Exit status for our own failures, the one OpenSSH uses; git reports it as a failed connection. */
-export const SSH_FAILED = 255;
+/** Where git's command runs: the server, and who we log in as there. */
+export interface SshTarget {
+  host: string;
+  port: number;
+  family?: 4 | 6;
+  user: string;
+}
+
+/** An authenticated connection, ready to run commands. */
+export interface SshConnection {
+  client: Client;
+  /** `[host]:port` as known_hosts and our messages name it. */
+  where: string;
+  /** Whether commands ask the server to forward our agent (forward_agent with an agent to serve). */
+  forwardAgent: boolean;
+}
+
 const KEEPALIVE_MS = 15_000;
 const KEEPALIVE_COUNT = 4;
 
-class SshFailure extends Error {
+export class SshFailure extends Error {
   override name = 'SshFailure';
 }
 
+/** Runs git's SSH command on a connection of its own: one `ssh: …` line and 255 on failure. */
 export async function runSsh(io: SshIo): Promise<number> {
   try {
-    return await session(io);
+    const invocation = parseSshArgs(io.args);
+    if ('problem' in invocation)
+      throw new SshFailure(`cannot read git's arguments: ${invocation.problem}`);
+    const connection = await openConnection(sshTarget(invocation, io.config), io.config, io.signal);
+    io.signal.addEventListener('abort', () => connection.client.destroy(), { once: true });
+    try {
+      return await runCommand(connection, invocation.command, forwardedEnv(invocation, io.env), io);
+    } finally {
+      connection.client.end();
+    }
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     io.stderr.write(`ssh: ${message}\n`);
@@ -56,14 +84,24 @@ export async function runSsh(io: SshIo): Promise<number> {
   }
 }
 
-async function session(io: SshIo): Promise<number> {
-  const { config } = io;
-  const invocation = parseSshArgs(io.args);
-  if ('problem' in invocation)
-    throw new SshFailure(`cannot read git's arguments: ${invocation.problem}`);
-  const { host, port } = invocation;
-  const where = hostName(host, port);
+/** The user is the URI's, else `private_key_user`, else ours, as OpenSSH would pick. */
+export function sshTarget(invocation: SshInvocation, config: SshTransportConfig): SshTarget {
+  const { host, port, family } = invocation;
   const user = invocation.user ?? config.user ?? userInfo().username;
+  return { host, port, user, ...(family ? { family } : {}) };
+}
+
+/**
+ * Connects (directly or through the CONNECT proxy), checks the host key and authenticates, all
+ * within `config.connectTimeoutMs`; `signal` gives up at once. Failures are SshFailure, one line.
+ */
+export async function openConnection(
+  target: SshTarget,
+  config: SshTransportConfig,
+  signal: AbortSignal,
+): Promise<SshConnection> {
+  const { host, port, user } = target;
+  const where = hostName(host, port);
 
   let key;
   if (config.privateKey !== undefined) {
@@ -78,13 +116,13 @@ async function session(io: SshIo): Promise<number> {
     pins = parsed.entries;
   }
 
-  const deadline = AbortSignal.any([io.signal, AbortSignal.timeout(config.connectTimeoutMs)]);
+  const deadline = AbortSignal.any([signal, AbortSignal.timeout(config.connectTimeoutMs)]);
   const started = Date.now();
   let sock: Socket;
   try {
     sock = config.tunnel
       ? await openTunnel(config.tunnel, host, port, deadline)
-      : await connectTcp(invocation, deadline);
+      : await connectTcp(target, deadline);
   } catch (error) {
     if (error instanceof TunnelError) throw new SshFailure(error.message);
     throw error;
@@ -108,6 +146,9 @@ async function session(io: SshIo): Promise<number> {
 
   let hostKeyProblem: string | undefined;
   const client = new Client();
+  // ssh2 may report more than one error for one failure (a timeout, then the lost connection);
+  // the handshake below takes the first, and 'close' tells everyone else.
+  client.on('error', () => undefined);
   const connectConfig: ConnectConfig = {
     sock,
     username: user,
@@ -167,32 +208,40 @@ async function session(io: SshIo): Promise<number> {
     await Promise.race([ready, timedOut]);
   } catch (error) {
     client.destroy();
-    if (io.signal.aborted) throw new SshFailure('stopped');
+    if (signal.aborted) throw new SshFailure('stopped');
     throw error;
   } finally {
     deadline.removeEventListener('abort', onAbort);
   }
+  return { client, where, forwardAgent: config.forwardAgent && agent !== undefined };
+}
 
-  io.signal.addEventListener('abort', () => client.destroy(), { once: true });
-  client.on('error', () => undefined);
-  try {
-    const env: Record<string, string> = {};
-    for (const name of invocation.sendEnv) {
-      const value = io.env[name];
-      if (value !== undefined) env[name] = value;
-    }
-    const forward = config.forwardAgent && agent !== undefined;
-    const channel = await exec(client, invocation.command, env, forward).catch((error: unknown) => {
-      // Servers may refuse agent forwarding (OpenSSH's AllowAgentForwarding no); like OpenSSH,
-      // carry on without it rather than fail the git command.
-      if (!forward) throw error;
-      io.stderr.write(`ssh: ${where} refused agent forwarding; continuing without it\n`);
-      return exec(client, invocation.command, env, false);
-    });
-    return await relay(channel, io);
-  } finally {
-    client.end();
-  }
+/** Runs `command` on the connection and relays its streams until it ends: its exit status. */
+export async function runCommand(
+  connection: SshConnection,
+  command: string,
+  env: Record<string, string>,
+  streams: SshStreams,
+): Promise<number> {
+  const channel = await openChannel(connection, command, env, streams.stderr);
+  return relay(channel, streams);
+}
+
+/** Starts `command`, with the agent forwarded when configured and the server allows it. */
+export function openChannel(
+  connection: SshConnection,
+  command: string,
+  env: Record<string, string>,
+  stderr: Writable,
+): Promise<ClientChannel> {
+  const { client, where, forwardAgent } = connection;
+  return exec(client, command, env, forwardAgent).catch((error: unknown) => {
+    // Servers may refuse agent forwarding (OpenSSH's AllowAgentForwarding no); like OpenSSH,
+    // carry on without it rather than fail the git command.
+    if (!forwardAgent) throw error;
+    stderr.write(`ssh: ${where} refused agent forwarding; continuing without it\n`);
+    return exec(client, command, env, false);
+  });
 }
 
 const HOST_KEY_ALGORITHMS: Record<string, ServerHostKeyAlgorithm[]> = {
@@ -207,13 +256,13 @@ function hostKeyAlgorithms(keyType: string): ServerHostKeyAlgorithm[] {
   return HOST_KEY_ALGORITHMS[keyType] ?? [];
 }
 
-function connectTcp(invocation: SshInvocation, signal: AbortSignal): Promise<Socket> {
-  const where = hostName(invocation.host, invocation.port);
+function connectTcp(target: SshTarget, signal: AbortSignal): Promise<Socket> {
+  const where = hostName(target.host, target.port);
   return new Promise((resolve, reject) => {
     const socket = tcpConnect({
-      host: invocation.host,
-      port: invocation.port,
-      ...(invocation.family ? { family: invocation.family } : {}),
+      host: target.host,
+      port: target.port,
+      ...(target.family ? { family: target.family } : {}),
     });
     const onAbort = () => {
       socket.destroy();
@@ -245,9 +294,11 @@ function exec(
 }
 
 /** Relays git's stdin to the remote command and its output back, until the channel closes. */
-function relay(channel: ClientChannel, io: SshIo): Promise<number> {
+export function relay(channel: ClientChannel, io: SshStreams): Promise<number> {
   return new Promise((resolve) => {
     let status = SSH_FAILED;
+    // A channel's errors end it ('close' follows), and with it this command.
+    channel.on('error', () => undefined);
     channel.on('exit', (code: number | null) => {
       if (typeof code === 'number') status = code;
     });
