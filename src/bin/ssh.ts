@@ -1,8 +1,15 @@
 // Entry point of the SSH command git runs (GIT_SSH_COMMAND): the only code of that program that
 // touches `process`. It exits when its work is done, when git goes away, or on a stop signal.
+// It relays git's command to the run's shared connection when the run offers one, and else
+// connects on its own; only then does it load ssh2, so a relay starts in Node's own time.
 import { readFileSync } from 'node:fs';
-import { parseSshConfig, SSH_CONFIG_ENV, SSH_FAILED } from '../transport/ssh-config.js';
-import { runSsh } from '../transport/ssh-session.js';
+import {
+  parseSshConfig,
+  SSH_CONFIG_ENV,
+  SSH_FAILED,
+  SSH_MUX_ENV,
+} from '../transport/ssh-config.js';
+import { relayToMux } from '../transport/ssh-relay.js';
 
 /** How often to look whether git (our parent) is still there. */
 const PARENT_POLL_MS = 500;
@@ -24,10 +31,21 @@ process.on('uncaughtException', (error) => {
 });
 
 let code: number;
+const socketPath = process.env[SSH_MUX_ENV];
 const path = process.env[SSH_CONFIG_ENV];
-if (!path) {
+if (socketPath) {
+  code = await relayToMux({
+    socketPath,
+    args: process.argv.slice(2),
+    env: process.env,
+    stdin: process.stdin,
+    stdout: process.stdout,
+    stderr: process.stderr,
+    signal: controller.signal,
+  });
+} else if (!path) {
   process.stderr.write(
-    `ssh: ${SSH_CONFIG_ENV} is not set: this program is run by pool-resource's git\n`,
+    `ssh: ${SSH_MUX_ENV} or ${SSH_CONFIG_ENV} must be set: this program is run by pool-resource's git\n`,
   );
   code = SSH_FAILED;
 } else {
@@ -37,6 +55,7 @@ if (!path) {
   } catch {
     process.stderr.write(`ssh: cannot read ${SSH_CONFIG_ENV} (${path})\n`);
   }
+  const { runSsh } = await import('../transport/ssh-session.js');
   code = !config
     ? SSH_FAILED
     : await runSsh({

@@ -6,7 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Source } from '../request.js';
-import { SSH_CONFIG_ENV, type SshTransportConfig } from '../transport/ssh-config.js';
+import { SSH_CONFIG_ENV, SSH_MUX_ENV, type SshTransportConfig } from '../transport/ssh-config.js';
+import { startSshMux } from '../transport/ssh-mux.js';
 
 export interface GitEnvironment {
   /** Private folder (HOME of every git child), removed by `dispose`. */
@@ -117,9 +118,11 @@ async function fill(
     allowUnsafeSshCommand: true,
   };
 
-  // SSH: git runs our ssh2-based program; its settings (key included) go in a 0600 file in the
-  // private folder, never in argv. git runs GIT_SSH_COMMAND through a shell, so both paths are
-  // single-quoted. The variant makes git pass `-p PORT` and `-o SendEnv=GIT_PROTOCOL`.
+  // SSH: git runs our ssh2-based program, never with a secret in argv. It hands each command to
+  // this process, which holds the settings (key included) in memory; only where that cannot be
+  // set up do the settings go in a 0600 file in the private folder. git runs GIT_SSH_COMMAND
+  // through a shell, so both paths are single-quoted. The variant makes git pass `-p PORT` and
+  // `-o SendEnv=GIT_PROTOCOL`.
   const sshConfig: SshTransportConfig = {
     privateKey: source.privateKey,
     passphrase: source.privateKeyPassphrase,
@@ -131,9 +134,16 @@ async function fill(
     // Half of git_timeout at most, so a silent server is reported as such, not as a git timeout.
     connectTimeoutMs: Math.min(SSH_CONNECT_TIMEOUT_MS, Math.ceil(source.gitTimeoutMs / 2)),
   };
-  const sshConfigPath = join(home, 'ssh.json');
-  await writeFile(sshConfigPath, JSON.stringify(sshConfig), { mode: 0o600 });
-  env[SSH_CONFIG_ENV] = sshConfigPath;
+  // The run shares one connection per server among its git commands (ssh-mux.ts); where it
+  // cannot listen, the program connects on its own from the settings file.
+  const mux = await startSshMux(join(home, 'ssh.sock'), sshConfig);
+  if (mux) {
+    env[SSH_MUX_ENV] = mux.path;
+  } else {
+    const sshConfigPath = join(home, 'ssh.json');
+    await writeFile(sshConfigPath, JSON.stringify(sshConfig), { mode: 0o600 });
+    env[SSH_CONFIG_ENV] = sshConfigPath;
+  }
   env.GIT_SSH_COMMAND = `${shellQuote(process.execPath)} ${shellQuote(SSH_PROGRAM)}`;
   env.GIT_SSH_VARIANT = 'ssh';
 
@@ -158,7 +168,10 @@ async function fill(
     home,
     env,
     unsafe,
-    dispose: () => rm(home, { recursive: true, force: true }),
+    dispose: () => {
+      mux?.close();
+      return rm(home, { recursive: true, force: true });
+    },
   };
 }
 

@@ -1,8 +1,11 @@
-// What the resource hands its SSH command: a JSON file in the request's private folder (mode
-// 0600, removed with the folder), named by an environment variable, so no secret is in argv.
+// What the resource hands its SSH command, named by an environment variable so no secret is in
+// argv: the socket of the run's shared connections, or else a JSON file of these settings in the
+// request's private folder (mode 0600, removed with the folder).
 import type { HttpsTunnel } from '../request.js';
 
 export const SSH_CONFIG_ENV = 'POOL_RESOURCE_SSH_CONFIG';
+/** Set instead when the run shares one connection per server: the Unix socket of ssh-mux.ts. */
+export const SSH_MUX_ENV = 'POOL_RESOURCE_SSH_MUX';
 
 /** Exit status for our own failures, the one OpenSSH uses; git reports it as a failed connection. */
 export const SSH_FAILED = 255;

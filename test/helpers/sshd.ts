@@ -43,6 +43,8 @@ export async function generateKey(
 
 export interface Sshd {
   port: number;
+  /** The listening sshd; each connection is served by processes below it. */
+  pid: number;
   user: string;
   dir: string;
   /** `ssh://USER@127.0.0.1:PORT/abs/path` */
@@ -55,7 +57,11 @@ export interface Sshd {
   stop(): Promise<void>;
 }
 
-export async function startSshd(authorizedKeys: string[]): Promise<Sshd> {
+/** `extraConfig`: more sshd_config lines, e.g. `UnusedConnectionTimeout 1`. */
+export async function startSshd(
+  authorizedKeys: string[],
+  extraConfig: string[] = [],
+): Promise<Sshd> {
   const dir = await mkdtemp(join(tmpdir(), 'pool-sshd-'));
   // sshd's privilege separation folder; Debian creates it at boot, containers may not have it.
   await mkdir('/run/sshd', { recursive: true, mode: 0o755 });
@@ -83,6 +89,7 @@ export async function startSshd(authorizedKeys: string[]): Promise<Sshd> {
         'AcceptEnv GIT_PROTOCOL',
         'AllowAgentForwarding yes',
         'LogLevel VERBOSE',
+        ...extraConfig,
         '',
       ].join('\n'),
     );
@@ -94,6 +101,7 @@ export async function startSshd(authorizedKeys: string[]): Promise<Sshd> {
     const [type, key] = hostKey.publicKey.split(' ');
     return {
       port,
+      pid: child.pid!,
       user,
       dir,
       url: (path) => `ssh://${user}@127.0.0.1:${port}${path}`,
