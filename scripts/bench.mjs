@@ -8,17 +8,21 @@
 //
 //   node scripts/bench.mjs [--quick] [--sizes 100,10000,100000] [--reps 9]
 //                          [--workers 8] [--locks 2] [--rounds 3] [--hold-ms 200]
-//                          [--retry-delay 1s] [--no-contention] [--keep] [--out FILE]
-//                          [--assets build/resource]
+//                          [--retry-delay 1s] [--no-contention] [--no-ssh] [--keep]
+//                          [--out FILE] [--assets build/resource]
+//
+// With OpenSSH's sshd installed (and without --no-ssh), the operations and the contention run are
+// also measured over SSH, once as the resource runs (one connection per run) and once with a
+// connection per git command (a TMPDIR too long for the run's socket forces that), alternating.
 //
 // --quick takes 3 rounds per size instead of 9. Sizes take turns round by round, so a burst of
 // load from elsewhere on the machine lands on every size alike; the figures to compare are the
 // ratios within one run.
 import { spawn } from 'node:child_process';
 import { createServer, connect } from 'node:net';
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir, cpus, loadavg } from 'node:os';
+import { tmpdir, cpus, loadavg, userInfo } from 'node:os';
 import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -43,6 +47,7 @@ const { values: opts } = parseArgs({
     // A short but realistic setting (the default is 10s): waiters poll once a second.
     'retry-delay': { type: 'string', default: '1s' },
     'no-contention': { type: 'boolean', default: false },
+    'no-ssh': { type: 'boolean', default: false },
     keep: { type: 'boolean', default: false },
     out: { type: 'string' },
     // The scripts to measure: the payload `npm run package` writes (what the image puts in
@@ -176,10 +181,41 @@ function accepts(port) {
   });
 }
 
-async function startDaemon(base) {
+/**
+ * Starts a server that logs to stderr and waits until it accepts on its port; tries another free
+ * port when it exits first (the port was taken).
+ */
+async function startServer(what, spawnOn) {
   for (let attempt = 0; attempt < 5; attempt++) {
     const port = await freePort();
-    const child = spawn(
+    const child = spawnOn(port);
+    let log = '';
+    child.stderr.setEncoding('utf8').on('data', (chunk) => (log += chunk));
+    let exited = false;
+    child.on('exit', () => (exited = true));
+    for (let i = 0; i < 100 && !exited; i++) {
+      if (await accepts(port)) {
+        return {
+          port,
+          log: () => log,
+          stop: () =>
+            new Promise((done) => {
+              if (exited) return done();
+              child.once('exit', () => done());
+              child.kill('SIGTERM');
+            }),
+        };
+      }
+      await sleep(50);
+    }
+    child.kill('SIGKILL');
+  }
+  throw new Error(`${what} did not start`);
+}
+
+async function startDaemon(base) {
+  const server = await startServer('git daemon', (port) =>
+    spawn(
       'git',
       [
         'daemon',
@@ -193,33 +229,63 @@ async function startDaemon(base) {
         base,
       ],
       { stdio: ['ignore', 'ignore', 'pipe'], env: GIT_ENV },
+    ),
+  );
+  // Our own probes count as connections too: start counting from here.
+  await sleep(100);
+  const offset = connections(server.log());
+  return {
+    url: (name) => `git://127.0.0.1:${server.port}/${name}`,
+    connections: () => connections(server.log()) - offset,
+    pushes: () => (server.log().match(/Request receive-pack /g) ?? []).length,
+    stop: server.stop,
+  };
+}
+
+const SSHD = '/usr/sbin/sshd';
+
+/**
+ * OpenSSH's sshd on 127.0.0.1 serving `base` by absolute path, with a client key of its own. Its
+ * "connections" are logins; it does not log which commands are pushes.
+ */
+async function startSshd(root, base) {
+  const dir = join(root, 'sshd');
+  await mkdir(dir);
+  // sshd's privilege separation folder; containers may not have it.
+  await mkdir('/run/sshd', { recursive: true, mode: 0o755 });
+  for (const key of ['host', 'client'])
+    await run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', key, '-f', join(dir, key)]);
+  await writeFile(join(dir, 'authorized_keys'), await readFile(join(dir, 'client.pub')));
+  const server = await startServer('sshd', (port) => {
+    const config = join(dir, `sshd_config-${port}`);
+    writeFileSync(
+      config,
+      [
+        `Port ${port}`,
+        'ListenAddress 127.0.0.1',
+        `HostKey ${join(dir, 'host')}`,
+        'PidFile none',
+        `AuthorizedKeysFile ${join(dir, 'authorized_keys')}`,
+        'StrictModes no',
+        'PasswordAuthentication no',
+        'KbdInteractiveAuthentication no',
+        'PermitRootLogin prohibit-password',
+        'UsePAM no',
+        'AcceptEnv GIT_PROTOCOL',
+        'LogLevel VERBOSE',
+        '',
+      ].join('\n'),
     );
-    let log = '';
-    child.stderr.setEncoding('utf8').on('data', (chunk) => (log += chunk));
-    let exited = false;
-    child.on('exit', () => (exited = true));
-    for (let i = 0; i < 100 && !exited; i++) {
-      if (await accepts(port)) {
-        // Our own probes count as connections too: start counting from here.
-        await sleep(100);
-        const offset = connections(log);
-        return {
-          url: (name) => `git://127.0.0.1:${port}/${name}`,
-          connections: () => connections(log) - offset,
-          pushes: () => (log.match(/Request receive-pack /g) ?? []).length,
-          stop: () =>
-            new Promise((done) => {
-              if (exited) return done();
-              child.once('exit', () => done());
-              child.kill('SIGTERM');
-            }),
-        };
-      }
-      await sleep(50);
-    }
-    child.kill('SIGKILL');
-  }
-  throw new Error('git daemon did not start');
+    return spawn(SSHD, ['-D', '-e', '-f', config], { stdio: ['ignore', 'ignore', 'pipe'] });
+  });
+  const logins = () => (server.log().match(/Accepted publickey for /g) ?? []).length;
+  return {
+    url: (name) => `ssh://${userInfo().username}@127.0.0.1:${server.port}${join(base, name)}`,
+    privateKey: await readFile(join(dir, 'client'), 'utf8'),
+    connections: logins,
+    pushes: () => NaN,
+    stop: server.stop,
+  };
 }
 
 function connections(log) {
@@ -261,8 +327,9 @@ async function script(name, request, { args = [], tmp, peakFile, pathFirst }) {
   return { ms, result: JSON.parse(stdout), stderr, started, ended: started + ms };
 }
 
-function source(uri, retryDelay = '1s') {
-  return { uri, branch: BRANCH, pool: POOL, retry_delay: retryDelay };
+/** `extra`: more source fields, e.g. the SSH private_key. */
+function source(uri, retryDelay = '1s', extra = {}) {
+  return { uri, branch: BRANCH, pool: POOL, retry_delay: retryDelay, ...extra };
 }
 
 async function stepFolder(root, name) {
@@ -312,22 +379,27 @@ function percentile(values, p) {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
 }
 
-/** Builds one size's repository and primes its warm check cache. */
-async function setupSize(root, daemon, commits) {
-  const name = `locks-${commits}.git`;
+/**
+ * Builds one size's repository and primes its warm check cache. `name`, `sourceExtra` (the SSH
+ * key) and `scratchRoot` (where its TMPDIRs go) serve the SSH measurement.
+ */
+async function setupSize(
+  root,
+  daemon,
+  commits,
+  { name = `locks-${commits}.git`, sourceExtra = {}, scratchRoot = root } = {},
+) {
   const building = performance.now();
   const actual = await buildRepository(join(root, 'repos', name), commits);
   const buildMs = performance.now() - building;
-  const url = daemon.url(name);
-  const warmTmp = await mkdtemp(join(root, 'warm-'));
-  // Concourse reuses the check container between checks: the warm cache lives in its TMPDIR.
-  const primed = await script('check', { source: source(url) }, { tmp: warmTmp });
-  return {
+  const size = {
     commits: actual,
     buildMs,
-    url,
-    warmTmp,
-    lastVersion: primed.result.at(-1),
+    url: daemon.url(name),
+    sourceExtra,
+    scratchRoot,
+    // Concourse reuses the check container between checks: the warm cache lives in its TMPDIR.
+    warmTmp: await mkdtemp(join(scratchRoot, 'warm-')),
     samples: {
       acquire: [],
       in: [],
@@ -339,6 +411,9 @@ async function setupSize(root, daemon, commits) {
     },
     perOp: { acquire: 0, in: 0, release: 0, checkCold: 0, checkWarm: 0 },
   };
+  const primed = await script('check', { source: sourceOf(size) }, { tmp: size.warmTmp });
+  size.lastVersion = primed.result.at(-1);
+  return size;
 }
 
 /**
@@ -349,30 +424,33 @@ async function setupSize(root, daemon, commits) {
 const OPERATIONS = {
   acquire: async (size, r) => [
     'out',
-    { source: source(size.url), params: { acquire: true } },
+    { source: sourceOf(size), params: { acquire: true } },
     { args: [r.src], tmp: r.tmp },
   ],
   in: async (size, r) => [
     'in',
-    { source: source(size.url), version: r.acquire.result.version },
+    { source: sourceOf(size), version: r.acquire.result.version },
     { args: [r.dest], tmp: r.tmp },
   ],
   release: async (size, r) => {
     r.step = await stepFolder(r.root, lockName(r.acquire.result));
     return [
       'out',
-      { source: source(size.url), params: { release: 'lock' } },
+      { source: sourceOf(size), params: { release: 'lock' } },
       { args: [r.step], tmp: r.tmp },
     ];
   },
-  checkCold: async (size, r) => ['check', { source: source(size.url) }, { tmp: r.cold }],
+  checkCold: async (size, r) => ['check', { source: sourceOf(size) }, { tmp: r.cold }],
   // Concourse reuses the check container between checks: the warm cache lives in its TMPDIR.
   checkWarm: async (size) => [
     'check',
-    { source: source(size.url), version: size.lastVersion },
+    { source: sourceOf(size), version: size.lastVersion },
     { tmp: size.warmTmp },
   ],
 };
+
+/** The source for what is measured: a size's repository, over git daemon or SSH. */
+const sourceOf = (size) => source(size.url, '1s', size.sourceExtra);
 
 /** Scratch folders for one size's run of the operations, all below one folder. */
 async function scratch(root) {
@@ -389,25 +467,15 @@ async function scratch(root) {
  * One round of every measurement. Each step runs on every size before the next step, in a
  * shuffled order, so that load from elsewhere on the machine lands on the sizes alike.
  */
-async function measureRound(root, daemon, sizes, rep) {
+async function measureRound(root, daemon, sizes, rep, { floors = true } = {}) {
   const each = async (work) => {
     const order = [...sizes].sort(() => Math.random() - 0.5);
     for (const size of order) await work(size);
   };
-  await each(async (size) =>
-    size.samples.floor.push(
-      await plainGitClaim(size.url, join(root, `floor-${size.commits}-${rep}`)),
-    ),
+  if (floors) await measureFloors(root, sizes, rep, each);
+  const round = new Map(
+    await Promise.all(sizes.map(async (size) => [size, await scratch(size.scratchRoot ?? root)])),
   );
-  await each(async (size) =>
-    size.samples.floorV0.push(
-      await plainGitClaim(size.url, join(root, `floor-v0-${size.commits}-${rep}`), [
-        '-c',
-        'protocol.version=0',
-      ]),
-    ),
-  );
-  const round = new Map(await Promise.all(sizes.map(async (size) => [size, await scratch(root)])));
   for (const [key, operation] of Object.entries(OPERATIONS)) {
     await each(async (size) => {
       const r = round.get(size);
@@ -429,6 +497,22 @@ async function measureRound(root, daemon, sizes, rep) {
     size.lastVersion = warm.result.at(-1);
     await rm(r.root, { recursive: true, force: true });
   }
+}
+
+async function measureFloors(root, sizes, rep, each) {
+  await each(async (size) =>
+    size.samples.floor.push(
+      await plainGitClaim(size.url, join(root, `floor-${size.commits}-${rep}`)),
+    ),
+  );
+  await each(async (size) =>
+    size.samples.floorV0.push(
+      await plainGitClaim(size.url, join(root, `floor-v0-${size.commits}-${rep}`), [
+        '-c',
+        'protocol.version=0',
+      ]),
+    ),
+  );
 }
 
 function summarise(size) {
@@ -499,11 +583,19 @@ async function measureMemory(root, sizes) {
 // ---------------------------------------------------------------------------------------------
 // Contention: N workers × R rounds of acquire → hold → in → release over M locks.
 
-async function measureContention(root, daemon) {
+/**
+ * `daemon`: the server (git daemon, or sshd counting logins); `extra`: more source fields;
+ * `tmpRoot`: where the workers' TMPDIRs go.
+ */
+async function measureContention(
+  root,
+  daemon,
+  { name = 'contention.git', extra = {}, tmpRoot = root } = {},
+) {
   const { workers, locks, rounds, holdMs, retryDelay } = contention;
-  const name = 'contention.git';
   await buildRepository(join(root, 'repos', name), 100, locks);
   const url = daemon.url(name);
+  const sourced = () => source(url, retryDelay, extra);
   const holds = [];
   const acquires = [];
   const latencies = [];
@@ -516,12 +608,12 @@ async function measureContention(root, daemon) {
   const startPushes = daemon.pushes();
   const started = performance.now();
   const worker = async (id) => {
-    const tmp = await mkdtemp(join(root, `worker-${id}-`));
+    const tmp = await mkdtemp(join(tmpRoot, `worker-${id}-`));
     for (let round = 0; round < rounds; round++) {
       const src = await mkdtemp(join(tmp, 'src-'));
       const acquired = await script(
         'out',
-        { source: source(url, retryDelay), params: { acquire: true } },
+        { source: sourced(), params: { acquire: true } },
         { args: [src], tmp },
       );
       latencies.push(acquired.ms);
@@ -539,14 +631,14 @@ async function measureContention(root, daemon) {
       const dest = await mkdtemp(join(tmp, 'dest-'));
       const fetched = await script(
         'in',
-        { source: source(url, retryDelay), version: acquired.result.version },
+        { source: sourced(), version: acquired.result.version },
         { args: [dest], tmp },
       );
       const step = await stepFolder(tmp, lock);
       const releasing = performance.now();
       const released = await script(
         'out',
-        { source: source(url, retryDelay), params: { release: 'lock' } },
+        { source: sourced(), params: { release: 'lock' } },
         { args: [step], tmp },
       );
       holds.push({ worker: id, lock, from: holdFrom, to: releasing, released: released.ended });
@@ -633,12 +725,70 @@ async function measureContention(root, daemon) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Over SSH: the same operations, and the contention run, once as the resource runs (one SSH
+// connection per run) and once with a connection per git command, which a TMPDIR too long for
+// the run's socket forces. The two take turns round by round, so they compare within one run.
+
+const SSH_COMMITS = 100;
+
+async function measureSsh(root) {
+  const sshd = await startSshd(root, join(root, 'repos'));
+  try {
+    // The run's socket goes in TMPDIR/pool-resource-XXXXXX/: past 107 bytes it cannot be made.
+    const longTmp = join(root, 'x'.repeat(110));
+    await mkdir(longTmp);
+    const extra = { private_key: sshd.privateKey };
+    const modes = {
+      shared: await setupSize(root, sshd, SSH_COMMITS, {
+        name: 'ssh-shared.git',
+        sourceExtra: extra,
+      }),
+      perCommand: await setupSize(root, sshd, SSH_COMMITS, {
+        name: 'ssh-per-command.git',
+        sourceExtra: extra,
+        scratchRoot: longTmp,
+      }),
+    };
+    for (let rep = 0; rep < reps; rep++) {
+      process.stderr.write(`over SSH, round ${rep + 1} of ${reps}…\n`);
+      await measureRound(root, sshd, Object.values(modes), rep, { floors: false });
+    }
+    const result = {
+      commits: SSH_COMMITS,
+      operations: Object.fromEntries(Object.entries(modes).map(([k, m]) => [k, summarise(m)])),
+    };
+    if (!opts['no-contention']) {
+      result.contention = {};
+      for (const [key, tmpRoot] of [
+        ['perCommand', longTmp],
+        ['shared', root],
+      ]) {
+        process.stderr.write(`contention over SSH, ${SSH_MODES[key]}…\n`);
+        result.contention[key] = await measureContention(root, sshd, {
+          name: `contention-ssh-${key}.git`,
+          extra,
+          tmpRoot,
+        });
+      }
+    }
+    return result;
+  } finally {
+    await sshd.stop();
+  }
+}
+
+const SSH_MODES = {
+  shared: 'one connection per run',
+  perCommand: 'one connection per git command',
+};
+
+// ---------------------------------------------------------------------------------------------
 
 const s = (ms) => (ms / 1000).toFixed(3);
 const ratio = (a, b) => (a / b).toFixed(2);
 const pad = (text, width) => String(text).padEnd(width);
 
-function printTable(results, contentionResult) {
+function printTable(results, contentionResult, ssh) {
   const lines = [];
   const cols = results.map((r) => `${r.commits} commits`);
   const width = 16;
@@ -720,14 +870,56 @@ function printTable(results, contentionResult) {
     );
     lines.push(`  mutual exclusion    ${c.violations} violations`);
   }
+  if (ssh) lines.push('', ...sshLines(ssh));
   lines.push('');
   lines.push('targets (ratios within this run)');
-  for (const [label, ok] of targets(results, contentionResult))
+  for (const [label, ok] of targets(results, contentionResult, ssh))
     lines.push(`  ${ok ? 'met    ' : 'NOT MET'}  ${label}`);
   return lines.join('\n');
 }
 
-function targets(results, c) {
+function sshLines(ssh) {
+  const { shared, perCommand } = ssh.operations;
+  const width = 16;
+  const lines = [
+    `over SSH (OpenSSH sshd on 127.0.0.1, ${ssh.commits} commits): one connection per run, as the`,
+    'resource runs, against one per git command (forced by a TMPDIR too long for its socket)',
+    pad('median (s)', 26) +
+      pad('per run', width) +
+      pad('per command', width) +
+      'per run / per command',
+  ];
+  const keys = [
+    ['acquire', 'acquire'],
+    ['in', 'in'],
+    ['check, cold', 'checkCold'],
+    ['check, warm', 'checkWarm'],
+    ['release', 'release'],
+  ];
+  for (const [label, key] of keys)
+    lines.push(
+      pad(label, 26) +
+        pad(s(shared.medians[key]), width) +
+        pad(s(perCommand.medians[key]), width) +
+        ratio(shared.medians[key], perCommand.medians[key]),
+    );
+  lines.push(pad('SSH logins per op', 26) + pad('per run', width) + 'per command');
+  for (const [label, key] of keys)
+    lines.push(
+      pad(label, 26) +
+        pad(shared.connections[key].toFixed(1), width) +
+        perCommand.connections[key].toFixed(1),
+    );
+  for (const [key, c] of Object.entries(ssh.contention ?? {})) {
+    lines.push(
+      `contention over SSH, ${SSH_MODES[key]}: ${c.throughput.toFixed(2)} acquires/s, p50 ${s(c.p50Ms)} s, p95 ${s(c.p95Ms)} s,`,
+      `  ${c.connectionsPerAcquire.toFixed(1)} SSH logins per acquire, ${c.violations} violations`,
+    );
+  }
+  return lines;
+}
+
+function targets(results, c, ssh) {
   const first = results[0];
   const last = results.at(-1);
   const list = [];
@@ -767,6 +959,11 @@ function targets(results, c) {
     ]);
     list.push([`no mutual-exclusion violation: ${c.violations}`, c.violations === 0]);
   }
+  for (const [key, sc] of Object.entries(ssh?.contention ?? {}))
+    list.push([
+      `no mutual-exclusion violation over SSH, ${SSH_MODES[key]}: ${sc.violations}`,
+      sc.violations === 0,
+    ]);
   return list;
 }
 
@@ -783,6 +980,7 @@ async function main() {
   const daemon = await startDaemon(join(root, 'repos'));
   const results = [];
   let contentionResult;
+  let ssh;
   try {
     const prepared = [];
     for (const commits of sizes) {
@@ -804,13 +1002,14 @@ async function main() {
       );
       contentionResult = await measureContention(root, daemon);
     }
+    if (!opts['no-ssh'] && existsSync(SSHD)) ssh = await measureSsh(root);
   } finally {
     await daemon.stop();
     if (opts.keep) process.stderr.write(`kept ${root}\n`);
     else await rm(root, { recursive: true, force: true });
   }
   const load = { before: loadBefore, after: loadavg() };
-  const table = `${printTable(results, contentionResult)}\n\nload average (1, 5, 15 min) before ${load.before
+  const table = `${printTable(results, contentionResult, ssh)}\n\nload average (1, 5, 15 min) before ${load.before
     .map((v) => v.toFixed(2))
     .join(
       ', ',
@@ -823,6 +1022,7 @@ async function main() {
     options: { sizes, reps, contention, quick: opts.quick, assets: ASSETS },
     sizes: results,
     contention: contentionResult,
+    ssh,
     table,
   };
   const file =
