@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
-import { runScript, startScript, tempDir } from '../helpers/run-script.js';
+import { runScript, startScript, tempDir, type RunningScript } from '../helpers/run-script.js';
 import { generateKey, startSshd, type KeyPair, type Sshd } from '../helpers/sshd.js';
 
 let keysDir: string;
@@ -70,10 +70,16 @@ async function descendants(pid: number): Promise<number[]> {
   return below;
 }
 
-function releaseByHand(repo: LockRepo, name: string) {
-  return repo.commit(`unclaiming: ${name}`, (work) =>
-    rename(join(work, 'pool', 'claimed', name), join(work, 'pool', 'unclaimed', name)),
+/** Releases lock-a by hand; the waiting put must then take it without a word about SSH. */
+async function releaseAndExpectAcquired(repo: LockRepo, run: RunningScript) {
+  await repo.commit('unclaiming: lock-a', (work) =>
+    rename(join(work, 'pool', 'claimed', 'lock-a'), join(work, 'pool', 'unclaimed', 'lock-a')),
   );
+  const result = await run.done;
+  expect(result.stderr).toMatch(/acquired!/);
+  expect(result.stderr).not.toMatch(/ssh:|error/i);
+  expect(result.code).toBe(0);
+  expect((await repo.state('pool')).claimed).toEqual(['lock-a']);
 }
 
 function request(server: Sshd, repo: LockRepo, retryDelay: string, extra = {}) {
@@ -99,13 +105,9 @@ describe('one SSH connection per run', () => {
       await run.waitForStderr(/waiting for lock/);
       // The first fetch, then polls of the branch tip.
       await eventually(() => seen.commands() >= 4, 10_000);
-      await releaseByHand(repo, 'lock-a');
-      const result = await run.done;
-      expect(result.stderr).toMatch(/acquired!/);
-      expect(result.code).toBe(0);
+      await releaseAndExpectAcquired(repo, run);
       expect(seen.commands()).toBeGreaterThanOrEqual(5);
       expect(seen.connections()).toBe(1);
-      expect((await repo.state('pool')).claimed).toEqual(['lock-a']);
     } finally {
       await repo.cleanup();
     }
@@ -122,11 +124,7 @@ describe('one SSH connection per run', () => {
       await run.waitForStderr(/waiting for lock/);
       // Each poll after the first few finds its connection closed by the server.
       await eventually(() => seen.connections() >= 3, 20_000);
-      await releaseByHand(repo, 'lock-a');
-      const result = await run.done;
-      expect(result.stderr).not.toMatch(/ssh:|error/i);
-      expect(result.code).toBe(0);
-      expect((await repo.state('pool')).claimed).toEqual(['lock-a']);
+      await releaseAndExpectAcquired(repo, run);
     } finally {
       await repo.cleanup();
     }
@@ -149,11 +147,7 @@ describe('one SSH connection per run', () => {
       }
       const commands = seen.commands();
       await eventually(() => seen.connections() >= 2 && seen.commands() > commands, 10_000);
-      await releaseByHand(repo, 'lock-a');
-      const result = await run.done;
-      expect(result.stderr).not.toMatch(/ssh:|error/i);
-      expect(result.code).toBe(0);
-      expect((await repo.state('pool')).claimed).toEqual(['lock-a']);
+      await releaseAndExpectAcquired(repo, run);
     } finally {
       for (const pid of frozen) process.kill(pid, 'SIGKILL');
       await repo.cleanup();
