@@ -134,16 +134,6 @@ async function fill(
     // Half of git_timeout at most, so a silent server is reported as such, not as a git timeout.
     connectTimeoutMs: Math.min(SSH_CONNECT_TIMEOUT_MS, Math.ceil(source.gitTimeoutMs / 2)),
   };
-  // The run shares one connection per server among its git commands (ssh-mux.ts); where it
-  // cannot listen, the program connects on its own from the settings file.
-  const mux = await startSshMux(join(home, 'ssh.sock'), sshConfig);
-  if (mux) {
-    env[SSH_MUX_ENV] = mux.path;
-  } else {
-    const sshConfigPath = join(home, 'ssh.json');
-    await writeFile(sshConfigPath, JSON.stringify(sshConfig), { mode: 0o600 });
-    env[SSH_CONFIG_ENV] = sshConfigPath;
-  }
   env.GIT_SSH_COMMAND = `${shellQuote(process.execPath)} ${shellQuote(SSH_PROGRAM)}`;
   env.GIT_SSH_VARIANT = 'ssh';
 
@@ -164,6 +154,17 @@ async function fill(
     env[`GIT_CONFIG_KEY_${index}`] = key;
     env[`GIT_CONFIG_VALUE_${index}`] = value;
   });
+  // The run shares one connection per server among its git commands (ssh-mux.ts); where it
+  // cannot listen, the program connects on its own from the settings file. Last, so that
+  // nothing after it can fail and leave it listening.
+  const mux = await startSshMux(join(home, 'ssh.sock'), sshConfig);
+  if (mux) {
+    env[SSH_MUX_ENV] = mux.path;
+  } else {
+    const sshConfigPath = join(home, 'ssh.json');
+    await writeFile(sshConfigPath, JSON.stringify(sshConfig), { mode: 0o600 });
+    env[SSH_CONFIG_ENV] = sshConfigPath;
+  }
   return {
     home,
     env,
