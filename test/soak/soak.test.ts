@@ -1,22 +1,34 @@
-// Soak: 16 workers share 4 locks over git daemon, each round acquire → hold → in → release through
-// the real scripts. Zero overlapping holds (from the workers' own clocks), every lock free at the
-// end, and a history in which every commit after the first moves exactly one lock.
+// Soak: 16 workers share 4 locks over git daemon, and 6 share 2 over OpenSSH's sshd (each run on
+// one shared SSH connection), each round acquire → hold → in → release through the real scripts.
+// Zero overlapping holds (from the workers' own clocks), every lock free at the end, and a
+// history in which every commit after the first moves exactly one lock.
 //
 // Tagged `soak`. Size: SOAK_ROUNDS rounds per worker (default 2, about a minute on two cores;
 // `npm test` runs the default). Alone and bigger: `SOAK_ROUNDS=25 npx vitest run --tags-filter=soak`.
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
+import { generateKey, startSshd, type KeyPair, type Sshd } from '../helpers/sshd.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { consistencyProblems, history, singleMoveProblem } from '../helpers/pool-invariants.js';
 import { runScript, tempDir, type ScriptResult } from '../helpers/run-script.js';
 
-const WORKERS = 16;
-const LOCKS = ['lock-1', 'lock-2', 'lock-3', 'lock-4'];
 const ROUNDS = Math.max(1, Number(process.env.SOAK_ROUNDS ?? 2) || 2);
 /** How long a worker keeps its lock, at most (random, so holds interleave differently each run). */
 const HOLD_MS = 100;
+
+interface Soak {
+  workers: number;
+  locks: string[];
+  /** SSH polls start a process on each side, so they poll less often there. */
+  retryDelay: string;
+  repo: LockRepo;
+  uri: string;
+  /** More source fields: the SSH key. */
+  extra: Record<string, string>;
+}
 
 interface Hold {
   worker: number;
@@ -28,17 +40,30 @@ interface Hold {
   to: number;
 }
 
-let repo: LockRepo;
 let daemon: GitDaemon;
+let daemonRepo: LockRepo;
+let sshd: Sshd;
+let sshRepo: LockRepo;
+let keysDir: string;
+let key: KeyPair;
+const DAEMON_LOCKS = ['lock-1', 'lock-2', 'lock-3', 'lock-4'];
+const SSH_LOCKS = ['lock-1', 'lock-2'];
 
 beforeAll(async () => {
-  repo = await createLockRepo({ pool: { unclaimed: LOCKS } });
-  daemon = await startGitDaemon(repo.root);
+  daemonRepo = await createLockRepo({ pool: { unclaimed: DAEMON_LOCKS } });
+  daemon = await startGitDaemon(daemonRepo.root);
+  sshRepo = await createLockRepo({ pool: { unclaimed: SSH_LOCKS } });
+  keysDir = await mkdtemp(join(tmpdir(), 'pool-keys-'));
+  key = await generateKey(keysDir, 'client', { type: 'ed25519' });
+  sshd = await startSshd([key.publicKey]);
 });
 
 afterAll(async () => {
   await daemon?.stop();
-  await repo?.cleanup();
+  await sshd?.stop();
+  await daemonRepo?.cleanup();
+  await sshRepo?.cleanup();
+  if (keysDir) await rm(keysDir, { recursive: true, force: true });
 });
 
 function expectSuccess(what: string, result: ScriptResult): { version: { ref: string } } {
@@ -48,8 +73,14 @@ function expectSuccess(what: string, result: ScriptResult): { version: { ref: st
   return JSON.parse(result.stdout);
 }
 
-async function worker(index: number, uri: string, holds: Hold[]): Promise<void> {
-  const source = { uri, branch: repo.branch, pool: 'pool', retry_delay: '250ms' };
+async function worker(index: number, soak: Soak, holds: Hold[]): Promise<void> {
+  const source = {
+    uri: soak.uri,
+    branch: soak.repo.branch,
+    pool: 'pool',
+    retry_delay: soak.retryDelay,
+    ...soak.extra,
+  };
   const env = {
     ATC_EXTERNAL_URL: 'http://ci.example',
     BUILD_TEAM_NAME: 'main',
@@ -96,58 +127,76 @@ async function worker(index: number, uri: string, holds: Hold[]): Promise<void> 
   }
 }
 
+async function soak(run: Soak): Promise<void> {
+  const { workers, locks, repo } = run;
+  const holds: Hold[] = [];
+  const started = Date.now();
+  await Promise.all(Array.from({ length: workers }, (_, index) => worker(index, run, holds)));
+  const elapsed = Date.now() - started;
+  expect(holds).toHaveLength(workers * ROUNDS);
+
+  // Mutual exclusion, from the workers' own clocks: two holds of one lock never overlap.
+  const violations: string[] = [];
+  for (const lock of locks) {
+    const ofLock = holds.filter((hold) => hold.lock === lock).sort((a, b) => a.from - b.from);
+    for (let i = 1; i < ofLock.length; i++) {
+      const previous = ofLock[i - 1]!;
+      const current = ofLock[i]!;
+      if (current.from < previous.to)
+        violations.push(
+          `${lock}: worker ${current.worker} took it at ${current.from} while worker ${previous.worker} held it until ${previous.to}`,
+        );
+    }
+  }
+  expect(violations).toEqual([]);
+
+  // Every lock is free again, nothing else changed.
+  expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: locks });
+  expect(await consistencyProblems(repo.bare, repo.branch, ['pool'])).toEqual([]);
+
+  // The history: the seed, then one claim and one release per hold, each moving one lock.
+  const commits = await history(repo.bare, repo.branch);
+  expect(commits[0]!.subject).toBe('initial pools');
+  const moves = commits.slice(1);
+  expect(moves).toHaveLength(2 * workers * ROUNDS);
+  expect(moves.map((commit) => singleMoveProblem(commit, 'pool')).filter(Boolean)).toEqual([]);
+  // Each response's version is that worker's own claiming commit, every one distinct.
+  const claims = new Map(moves.map((commit) => [commit.commit, commit.subject]));
+  for (const hold of holds) expect(claims.get(hold.ref)).toBe(`claiming: ${hold.lock}`);
+  expect(new Set(holds.map((hold) => hold.ref)).size).toBe(holds.length);
+  // Every claim carries its own token.
+  const tokens = (await git(repo.bare, 'log', '--format=%(trailers:key=Claim-Token,valueonly)'))
+    .split('\n')
+    .filter(Boolean);
+  expect(tokens).toHaveLength(workers * ROUNDS);
+  expect(new Set(tokens).size).toBe(tokens.length);
+
+  process.stderr.write(
+    `soak: ${holds.length} holds, ${moves.length} commits in ${(elapsed / 1000).toFixed(1)}s\n`,
+  );
+}
+
 describe('soak', () => {
-  it(
-    `${WORKERS} workers × ${LOCKS.length} locks × ${ROUNDS} rounds over git daemon`,
-    { tags: ['soak'], timeout: Math.max(180_000, ROUNDS * 90_000) },
-    async () => {
-      const holds: Hold[] = [];
-      const started = Date.now();
-      await Promise.all(
-        Array.from({ length: WORKERS }, (_, index) => worker(index, daemon.url(repo.bare), holds)),
-      );
-      const elapsed = Date.now() - started;
-      expect(holds).toHaveLength(WORKERS * ROUNDS);
+  const options = { tags: ['soak'], timeout: Math.max(180_000, ROUNDS * 90_000) };
+  it(`16 workers × 4 locks × ${ROUNDS} rounds over git daemon`, options, () =>
+    soak({
+      workers: 16,
+      locks: DAEMON_LOCKS,
+      retryDelay: '250ms',
+      repo: daemonRepo,
+      uri: daemon.url(daemonRepo.bare),
+      extra: {},
+    }),
+  );
 
-      // Mutual exclusion, from the workers' own clocks: two holds of one lock never overlap.
-      const violations: string[] = [];
-      for (const lock of LOCKS) {
-        const ofLock = holds.filter((hold) => hold.lock === lock).sort((a, b) => a.from - b.from);
-        for (let i = 1; i < ofLock.length; i++) {
-          const previous = ofLock[i - 1]!;
-          const current = ofLock[i]!;
-          if (current.from < previous.to)
-            violations.push(
-              `${lock}: worker ${current.worker} took it at ${current.from} while worker ${previous.worker} held it until ${previous.to}`,
-            );
-        }
-      }
-      expect(violations).toEqual([]);
-
-      // Every lock is free again, nothing else changed.
-      expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: LOCKS });
-      expect(await consistencyProblems(repo.bare, repo.branch, ['pool'])).toEqual([]);
-
-      // The history: the seed, then one claim and one release per hold, each moving one lock.
-      const commits = await history(repo.bare, repo.branch);
-      expect(commits[0]!.subject).toBe('initial pools');
-      const moves = commits.slice(1);
-      expect(moves).toHaveLength(2 * WORKERS * ROUNDS);
-      expect(moves.map((commit) => singleMoveProblem(commit, 'pool')).filter(Boolean)).toEqual([]);
-      // Each response's version is that worker's own claiming commit, every one distinct.
-      const claims = new Map(moves.map((commit) => [commit.commit, commit.subject]));
-      for (const hold of holds) expect(claims.get(hold.ref)).toBe(`claiming: ${hold.lock}`);
-      expect(new Set(holds.map((hold) => hold.ref)).size).toBe(holds.length);
-      // Every claim carries its own token.
-      const tokens = (await git(repo.bare, 'log', '--format=%(trailers:key=Claim-Token,valueonly)'))
-        .split('\n')
-        .filter(Boolean);
-      expect(tokens).toHaveLength(WORKERS * ROUNDS);
-      expect(new Set(tokens).size).toBe(tokens.length);
-
-      process.stderr.write(
-        `soak: ${holds.length} holds, ${moves.length} commits in ${(elapsed / 1000).toFixed(1)}s\n`,
-      );
-    },
+  it(`6 workers × 2 locks × ${ROUNDS} rounds over SSH, one connection per run`, options, () =>
+    soak({
+      workers: 6,
+      locks: SSH_LOCKS,
+      retryDelay: '1s',
+      repo: sshRepo,
+      uri: sshd.url(sshRepo.bare),
+      extra: { private_key: key.privateKey },
+    }),
   );
 });
