@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
+import { startSshMux } from '../../src/transport/ssh-mux.js';
 import { runScript, SSH_PROGRAM, startScript } from '../helpers/run-script.js';
 import { generateKey, startSshd, type KeyPair, type Sshd } from '../helpers/sshd.js';
 
@@ -115,6 +116,67 @@ describe('the SSH program', () => {
       true,
     );
     parent.stdin.destroy();
+  });
+
+  it("relaying to the run's connection, exits when git dies, and the connection serves the next command", async () => {
+    const muxDir = await mkdtemp(join(tmpdir(), 'pool-mux-'));
+    const mux = await startSshMux(join(muxDir, 'ssh.sock'), {
+      privateKey: key.privateKey,
+      forwardAgent: false,
+      connectTimeoutMs: 10_000,
+    });
+    try {
+      expect(mux).toBeDefined();
+      const env = { ...process.env, POOL_RESOURCE_SSH_MUX: mux!.path };
+      const seen = sshd.log().length;
+      const logins = () =>
+        sshd
+          .log()
+          .slice(seen)
+          .match(/Accepted publickey for /g)?.length ?? 0;
+      const marker = `relay-orphan-${Date.now()}`;
+      const command = `-p ${sshd.port} ${sshd.user}@127.0.0.1 "git-upload-pack '${repo.bare}' # ${marker}"`;
+      const parent = spawn(
+        'sh',
+        ['-c', `"${process.execPath}" "${SSH_PROGRAM}" ${command}; true`],
+        {
+          stdio: ['pipe', 'pipe', 'pipe'],
+          env,
+        },
+      );
+      await new Promise<void>((r) => parent.stdout.once('data', () => r()));
+      expect(await sshProcesses(marker)).toHaveLength(1);
+      parent.kill('SIGKILL');
+      expect(await eventually(async () => (await sshProcesses(marker)).length === 0, 2000)).toBe(
+        true,
+      );
+      parent.stdin.destroy();
+
+      // The next command runs on the same connection: git ls-remote through the relay.
+      const listed = await new Promise<{ code: number | null; stdout: string }>((resolve) => {
+        const child = spawn(
+          'git',
+          ['ls-remote', `ssh://${sshd.user}@127.0.0.1:${sshd.port}${repo.bare}`],
+          {
+            stdio: ['ignore', 'pipe', 'pipe'],
+            env: {
+              ...env,
+              GIT_SSH_COMMAND: `"${process.execPath}" "${SSH_PROGRAM}"`,
+              GIT_SSH_VARIANT: 'ssh',
+            },
+          },
+        );
+        let stdout = '';
+        child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+        child.on('close', (code) => resolve({ code, stdout }));
+      });
+      expect(listed.code).toBe(0);
+      expect(listed.stdout).toMatch(/refs\/heads\/master/);
+      expect(logins()).toBe(1);
+    } finally {
+      mux?.close();
+      await rm(muxDir, { recursive: true, force: true });
+    }
   });
 
   it('a put stopped while waiting over SSH exits within a second and leaves no SSH process', async () => {
