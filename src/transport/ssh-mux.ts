@@ -55,6 +55,7 @@ const loadSshSession = () => (sshSession ??= import('./ssh-session.js'));
 export async function startSshMux(
   path: string,
   config: SshTransportConfig,
+  { idleMs = IDLE_MS }: { idleMs?: number } = {},
 ): Promise<SshMux | undefined> {
   const lifetime = new AbortController();
   const shared = new Map<string, Shared>();
@@ -129,7 +130,7 @@ export async function startSshMux(
       } finally {
         socket.off('close', onGone);
         if (--entry.running === 0 && shared.get(key) === entry)
-          entry.idle = setTimeout(() => drop(key, entry), IDLE_MS).unref();
+          entry.idle = setTimeout(() => drop(key, entry), idleMs).unref();
       }
     }
   };

@@ -57,6 +57,24 @@ async function eventually(condition: () => Promise<boolean>, ms: number): Promis
   return condition();
 }
 
+/** `git ls-remote` of the repository over SSH, its SSH program relaying to the mux at `socket`. */
+function lsRemoteThrough(socket: string): Promise<{ code: number | null; stdout: string }> {
+  return new Promise((resolve) => {
+    const child = spawn('git', ['ls-remote', sshd.url(repo.bare)], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: {
+        ...process.env,
+        POOL_RESOURCE_SSH_MUX: socket,
+        GIT_SSH_COMMAND: `"${process.execPath}" "${SSH_PROGRAM}"`,
+        GIT_SSH_VARIANT: 'ssh',
+      },
+    });
+    let stdout = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.on('close', (code) => resolve({ code, stdout }));
+  });
+}
+
 describe('the SSH program', () => {
   it('gives up on a server that accepts but never speaks, within half of git_timeout', async () => {
     const sockets: Socket[] = [];
@@ -153,26 +171,36 @@ describe('the SSH program', () => {
       parent.stdin.destroy();
 
       // The next command runs on the same connection: git ls-remote through the relay.
-      const listed = await new Promise<{ code: number | null; stdout: string }>((resolve) => {
-        const child = spawn(
-          'git',
-          ['ls-remote', `ssh://${sshd.user}@127.0.0.1:${sshd.port}${repo.bare}`],
-          {
-            stdio: ['ignore', 'pipe', 'pipe'],
-            env: {
-              ...env,
-              GIT_SSH_COMMAND: `"${process.execPath}" "${SSH_PROGRAM}"`,
-              GIT_SSH_VARIANT: 'ssh',
-            },
-          },
-        );
-        let stdout = '';
-        child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-        child.on('close', (code) => resolve({ code, stdout }));
-      });
+      const listed = await lsRemoteThrough(mux!.path);
       expect(listed.code).toBe(0);
       expect(listed.stdout).toMatch(/refs\/heads\/master/);
       expect(logins()).toBe(1);
+    } finally {
+      mux?.close();
+      await rm(muxDir, { recursive: true, force: true });
+    }
+  });
+
+  it('closes a shared connection left unused, and the next command opens a new one', async () => {
+    const muxDir = await mkdtemp(join(tmpdir(), 'pool-mux-'));
+    const mux = await startSshMux(
+      join(muxDir, 'ssh.sock'),
+      { privateKey: key.privateKey, forwardAgent: false, connectTimeoutMs: 10_000 },
+      { idleMs: 300 },
+    );
+    try {
+      const seen = sshd.log().length;
+      const count = (pattern: RegExp) => sshd.log().slice(seen).match(pattern)?.length ?? 0;
+      const listed = await lsRemoteThrough(mux!.path);
+      expect(listed.code).toBe(0);
+      expect(
+        await eventually(
+          async () => count(/Closing connection to |Connection reset by /g) === 1,
+          3000,
+        ),
+      ).toBe(true);
+      expect((await lsRemoteThrough(mux!.path)).code).toBe(0);
+      expect(count(/Accepted publickey for /g)).toBe(2);
     } finally {
       mux?.close();
       await rm(muxDir, { recursive: true, force: true });
