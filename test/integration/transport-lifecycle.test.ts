@@ -57,6 +57,29 @@ async function eventually(condition: () => Promise<boolean>, ms: number): Promis
   return condition();
 }
 
+/**
+ * Runs our SSH program as git would (under a shell that stays its parent) with `env`, then kills
+ * that parent once the remote command answered: the program must be gone within 2 s.
+ */
+async function expectGoneWithGit(env: NodeJS.ProcessEnv, name: string): Promise<void> {
+  const marker = `${name}-${Date.now()}`;
+  // `; true` keeps sh as the parent (no exec), like git waiting for its SSH command.
+  const parent = spawn(
+    'sh',
+    [
+      '-c',
+      `"${process.execPath}" "${SSH_PROGRAM}" -p ${sshd.port} ${sshd.user}@127.0.0.1 "git-upload-pack '${repo.bare}' # ${marker}"; true`,
+    ],
+    { stdio: ['pipe', 'pipe', 'pipe'], env },
+  );
+  // upload-pack's advertisement arrives once the session is up; then git "dies".
+  await new Promise<void>((r) => parent.stdout.once('data', () => r()));
+  expect(await sshProcesses(marker)).toHaveLength(1);
+  parent.kill('SIGKILL');
+  expect(await eventually(async () => (await sshProcesses(marker)).length === 0, 2000)).toBe(true);
+  parent.stdin.destroy();
+}
+
 /** `git ls-remote` of the repository over SSH, its SSH program relaying to the mux at `socket`. */
 function lsRemoteThrough(socket: string): Promise<{ code: number | null; stdout: string }> {
   return new Promise((resolve) => {
@@ -113,27 +136,7 @@ describe('the SSH program', () => {
       JSON.stringify({ privateKey: key.privateKey, forwardAgent: false, connectTimeoutMs: 10_000 }),
       { mode: 0o600 },
     );
-    const marker = `orphan-${Date.now()}`;
-    // `; true` keeps sh as the parent (no exec), like git waiting for its SSH command.
-    const parent = spawn(
-      'sh',
-      [
-        '-c',
-        `"${process.execPath}" "${SSH_PROGRAM}" -p ${sshd.port} ${sshd.user}@127.0.0.1 "git-upload-pack '${repo.bare}' # ${marker}"; true`,
-      ],
-      {
-        stdio: ['pipe', 'pipe', 'pipe'],
-        env: { ...process.env, POOL_RESOURCE_SSH_CONFIG: config },
-      },
-    );
-    // upload-pack's advertisement arrives once the session is up; then git "dies".
-    await new Promise<void>((r) => parent.stdout.once('data', () => r()));
-    expect(await sshProcesses(marker)).toHaveLength(1);
-    parent.kill('SIGKILL');
-    expect(await eventually(async () => (await sshProcesses(marker)).length === 0, 2000)).toBe(
-      true,
-    );
-    parent.stdin.destroy();
+    await expectGoneWithGit({ ...process.env, POOL_RESOURCE_SSH_CONFIG: config }, 'orphan');
   });
 
   it("relaying to the run's connection, exits when git dies, and the connection serves the next command", async () => {
@@ -152,23 +155,7 @@ describe('the SSH program', () => {
           .log()
           .slice(seen)
           .match(/Accepted publickey for /g)?.length ?? 0;
-      const marker = `relay-orphan-${Date.now()}`;
-      const command = `-p ${sshd.port} ${sshd.user}@127.0.0.1 "git-upload-pack '${repo.bare}' # ${marker}"`;
-      const parent = spawn(
-        'sh',
-        ['-c', `"${process.execPath}" "${SSH_PROGRAM}" ${command}; true`],
-        {
-          stdio: ['pipe', 'pipe', 'pipe'],
-          env,
-        },
-      );
-      await new Promise<void>((r) => parent.stdout.once('data', () => r()));
-      expect(await sshProcesses(marker)).toHaveLength(1);
-      parent.kill('SIGKILL');
-      expect(await eventually(async () => (await sshProcesses(marker)).length === 0, 2000)).toBe(
-        true,
-      );
-      parent.stdin.destroy();
+      await expectGoneWithGit(env, 'relay-orphan');
 
       // The next command runs on the same connection: git ls-remote through the relay.
       const listed = await lsRemoteThrough(mux!.path);
