@@ -73,7 +73,7 @@ export function runReleasingAbandonedClaim(
     );
     let environment: GitEnvironment | undefined;
     try {
-      environment = await createGitEnvironment(source, ctx.env);
+      environment = await createGitEnvironment(source, ctx.env, signal);
       const repository = new LockRepository(new Git(environment, signal, source.gitTimeoutMs), {
         uri: source.uri,
         branch: source.branch,

@@ -52,7 +52,7 @@ export async function readRequest<T extends { source: Source }>(
 }
 
 export async function openSession(source: Source, ctx: CommandContext): Promise<Session> {
-  const environment = await createGitEnvironment(source, ctx.env);
+  const environment = await createGitEnvironment(source, ctx.env, ctx.signal);
   ctx.onExit(() => environment.dispose());
   return { git: new Git(environment, ctx.signal, source.gitTimeoutMs), environment };
 }

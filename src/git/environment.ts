@@ -62,13 +62,15 @@ const PASS_THROUGH = [
   'NO_PROXY',
 ];
 
+/** `signal`: the run's cancellation; it also closes the run's SSH connections. */
 export async function createGitEnvironment(
   source: Source,
   parentEnv: NodeJS.ProcessEnv,
+  signal?: AbortSignal,
 ): Promise<GitEnvironment> {
   const home = await mkdtemp(join(parentEnv.TMPDIR || tmpdir(), 'pool-resource-'));
   try {
-    return await fill(home, source, parentEnv);
+    return await fill(home, source, parentEnv, signal);
   } catch (error) {
     // Nobody will dispose of a folder whose environment was never handed out.
     await rm(home, { recursive: true, force: true });
@@ -80,6 +82,7 @@ async function fill(
   home: string,
   source: Source,
   parentEnv: NodeJS.ProcessEnv,
+  signal: AbortSignal | undefined,
 ): Promise<GitEnvironment> {
   const env: Record<string, string> = {};
   for (const key of PASS_THROUGH) {
@@ -160,6 +163,9 @@ async function fill(
   const mux = await startSshMux(join(home, 'ssh.sock'), sshConfig);
   if (mux) {
     env[SSH_MUX_ENV] = mux.path;
+    // After a stop nothing runs on this environment again (a claim to release gets an
+    // environment of its own), so the stop ends its connections at once.
+    signal?.addEventListener('abort', () => mux.close(), { once: true });
   } else {
     const sshConfigPath = join(home, 'ssh.json');
     await writeFile(sshConfigPath, JSON.stringify(sshConfig), { mode: 0o600 });
