@@ -6,6 +6,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '../helpers/eventually.js';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
 import { startSshMux } from '../../src/transport/ssh-mux.js';
 import { runScript, SSH_PROGRAM, startScript } from '../helpers/run-script.js';
@@ -46,15 +47,6 @@ async function sshProcesses(marker: string): Promise<number[]> {
       pids.push(Number(name));
   }
   return pids;
-}
-
-async function eventually(condition: () => Promise<boolean>, ms: number): Promise<boolean> {
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    if (await condition()) return true;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return condition();
 }
 
 /**

@@ -6,6 +6,7 @@ import { mkdir, mkdtemp, readdir, readFile, rename, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '../helpers/eventually.js';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript, startScript, tempDir, type RunningScript } from '../helpers/run-script.js';
 import { generateKey, startSshd, type KeyPair, type Sshd } from '../helpers/sshd.js';
@@ -38,14 +39,6 @@ function watchLog(server: Sshd) {
     connections: () => count(/Accepted publickey for /),
     commands: () => count(/Starting session: command /),
   };
-}
-
-async function eventually(condition: () => boolean, ms: number): Promise<void> {
-  const until = Date.now() + ms;
-  while (!condition()) {
-    if (Date.now() > until) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 /** Every process below `pid`, from /proc. */
@@ -104,7 +97,7 @@ describe('one SSH connection per run', () => {
       const run = startScript('out', request(sshd, repo, '200ms'), { args: [await tempDir()] });
       await run.waitForStderr(/waiting for lock/);
       // The first fetch, then polls of the branch tip.
-      await eventually(() => seen.commands() >= 4, 10_000);
+      expect(await eventually(() => seen.commands() >= 4, 10_000)).toBe(true);
       await releaseAndExpectAcquired(repo, run);
       expect(seen.commands()).toBeGreaterThanOrEqual(5);
       expect(seen.connections()).toBe(1);
@@ -123,7 +116,7 @@ describe('one SSH connection per run', () => {
       });
       await run.waitForStderr(/waiting for lock/);
       // Each poll after the first few finds its connection closed by the server.
-      await eventually(() => seen.connections() >= 3, 20_000);
+      expect(await eventually(() => seen.connections() >= 3, 20_000)).toBe(true);
       await releaseAndExpectAcquired(repo, run);
     } finally {
       await repo.cleanup();
@@ -139,14 +132,16 @@ describe('one SSH connection per run', () => {
         args: [await tempDir()],
       });
       await run.waitForStderr(/waiting for lock/);
-      await eventually(() => seen.commands() >= 2, 10_000);
+      expect(await eventually(() => seen.commands() >= 2, 10_000)).toBe(true);
       // Freeze the server's side of the run's connection: it stays open and says nothing.
       for (const pid of await descendants(sshd.pid)) {
         process.kill(pid, 'SIGSTOP');
         frozen.push(pid);
       }
       const commands = seen.commands();
-      await eventually(() => seen.connections() >= 2 && seen.commands() > commands, 10_000);
+      expect(
+        await eventually(() => seen.connections() >= 2 && seen.commands() > commands, 10_000),
+      ).toBe(true);
       await releaseAndExpectAcquired(repo, run);
     } finally {
       for (const pid of frozen) process.kill(pid, 'SIGKILL');
