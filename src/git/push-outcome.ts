@@ -11,9 +11,15 @@ export interface PushRefused {
 /**
  * Reasons receive-pack gives when its compare-and-swap on the ref failed: another push landed
  * between our ref advertisement and our update, so this is a lost race like `[rejected]`.
- * ("failed to lock" is what older git, before ref transactions, said for the same.)
+ * ("failed to lock" is what older git, before ref transactions, said for the same; an `--atomic`
+ * push checks every ref in one transaction at commit and reports its failure on every ref as
+ * "atomic transaction failed", builtin/receive-pack.c in git 2.39.)
  */
-const LOST_RACE_REASONS = new Set(['failed to update ref', 'failed to lock']);
+const LOST_RACE_REASONS = new Set([
+  'failed to update ref',
+  'failed to lock',
+  'atomic transaction failed',
+]);
 
 /**
  * `!` with `[rejected]` (remote moved: fetch first / non-fast-forward) or a lost race on the

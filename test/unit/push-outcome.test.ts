@@ -12,6 +12,13 @@ const UP_TO_DATE = 'To /tmp/locks.git\n=\tHEAD:refs/heads/master\t[up to date]\n
 // (stderr: "cannot lock ref 'refs/heads/master': is at … but expected …").
 const REMOTE_LOST_RACE =
   'To ../race.git\n!\tHEAD:refs/heads/master\t[remote rejected] (failed to update ref)\nDone\n';
+// The same race lost by an `--atomic` push (a claim that takes its put out of the waiting line):
+// every ref of the transaction fails with one reason (git 2.39, recorded with a slow hook).
+const ATOMIC_LOST_RACE =
+  'To /tmp/race/r.git\n!\tHEAD:refs/heads/master\t[remote rejected] (atomic transaction failed)\n!\tHEAD:refs/pool-resource/waiting/x\t[remote rejected] (atomic transaction failed)\nDone\n';
+// Rejected by the client before sending: the branch moved, so the rest of the atomic push is too.
+const ATOMIC_FETCH_FIRST =
+  'To /tmp/gt/remote.git\n!\tffd8becedbb27fbf1b2551a489f6e22964d57053:refs/heads/master\t[rejected] (fetch first)\n!\t(delete):refs/pool-resource/waiting/master/p/1700000000000-1000-aaaa\t[rejected] (atomic push failed)\nDone\n';
 // A pre-receive hook that exits 1 (a protected branch).
 const HOOK_DECLINED =
   'To /tmp/pushrec/hook.git\n!\tHEAD:refs/heads/master\t[remote rejected] (pre-receive hook declined)\nDone\n';
@@ -23,6 +30,8 @@ describe('classifyPush', () => {
     [REJECTED_NON_FF, 'rejected'],
     [UP_TO_DATE, 'up-to-date'],
     [REMOTE_LOST_RACE, 'rejected'],
+    [ATOMIC_LOST_RACE, 'rejected'],
+    [ATOMIC_FETCH_FIRST, 'rejected'],
     ['To x\n!\tHEAD:refs/heads/master\t[remote rejected] (failed to lock)\nDone\n', 'rejected'],
     ['To x\n+\tHEAD:refs/heads/master\ta...b (forced update)\nDone\n', 'pushed'],
     ['To x\n*\tHEAD:refs/heads/master\t[new branch]\nDone\n', 'pushed'],
