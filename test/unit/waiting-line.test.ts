@@ -1,0 +1,100 @@
+import { execFileSync } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+import {
+  compareEntries,
+  entriesAhead,
+  entryRef,
+  frontPollMs,
+  goneAfterMs,
+  linePrefix,
+  parseEntryRef,
+  type WaitingEntry,
+} from '../../src/waiting-line.js';
+
+const entry = (since: number, token: string, retryDelayMs = 10_000): WaitingEntry => ({
+  since,
+  retryDelayMs,
+  token,
+});
+
+describe('waiting line refs', () => {
+  it.each([
+    ['master', 'envs', 'refs/pool-resource/waiting/master/envs/'],
+    ['release/1.x', 'test envs', 'refs/pool-resource/waiting/release%2F1%2Ex/test%20envs/'],
+    ['..', '.pool.lock', 'refs/pool-resource/waiting/%2E%2E/%2Epool%2Elock/'],
+    [
+      'ü@{1}',
+      'a~b^c:d?e*f[g\\h',
+      'refs/pool-resource/waiting/%C3%BC%40%7B1%7D/a%7Eb%5Ec%3Ad%3Fe%2Af%5Bg%5Ch/',
+    ],
+  ])('names the line of branch %j, pool %j as %s', (branch, pool, prefix) => {
+    expect(linePrefix(branch, pool)).toBe(prefix);
+  });
+
+  it('makes names git accepts as refs, whatever the branch and pool are called', () => {
+    for (const [branch, pool] of [
+      ['feature/x', 'pool'],
+      ['a..b', '.hidden'],
+      ['x.lock', 'with space'],
+      ['@', 'tab\tname'],
+    ] as const) {
+      const ref = entryRef(linePrefix(branch, pool), entry(1767225600000, 'abc123'));
+      expect(() =>
+        execFileSync('git', ['check-ref-format', ref], { stdio: 'ignore' }),
+      ).not.toThrow();
+    }
+  });
+
+  it('reads back the entry it named, and nothing else under the prefix', () => {
+    const prefix = linePrefix('master', 'envs');
+    const mine = entry(1767225600123, '0f3e9a', 1_000);
+    expect(parseEntryRef(prefix, entryRef(prefix, mine))).toEqual(mine);
+    for (const other of [
+      `${prefix}1767225600123-1000`,
+      `${prefix}1767225600123-1000-ABC`,
+      `${prefix}x-1000-abc`,
+      `${prefix}nested/1-1-abc`,
+      `refs/pool-resource/waiting/master/other/1-1-abc`,
+    ]) {
+      expect(parseEntryRef(prefix, other)).toBeUndefined();
+    }
+  });
+
+  it('keeps the line of a branch apart from that of a branch named like its pool folder', () => {
+    // Branch "a" with pool "b/…" cannot be spelled: a pool is one folder, and "/" is encoded.
+    expect(linePrefix('a/b', 'c')).not.toBe(linePrefix('a', 'b/c'));
+    const prefix = linePrefix('a', 'b');
+    expect(parseEntryRef(prefix, `${linePrefix('a', 'b')}1-1-x`)).toBeDefined();
+    expect(parseEntryRef(prefix, `${linePrefix('a%2Fb', 'c')}1-1-x`)).toBeUndefined();
+  });
+});
+
+describe('waiting line order', () => {
+  it('puts the earlier first and breaks ties by token, the same for everyone', () => {
+    const line = [entry(300, 'b'), entry(100, 'z'), entry(300, 'a'), entry(200, 'c')];
+    expect([...line].sort(compareEntries).map((e) => e.token)).toEqual(['z', 'c', 'a', 'b']);
+  });
+
+  it('counts ahead of a put only those before it, and all of them before it joins', () => {
+    const line = [entry(100, 'a'), entry(200, 'b'), entry(300, 'c')];
+    expect(entriesAhead(line, entry(200, 'b')).map((e) => e.token)).toEqual(['a']);
+    expect(entriesAhead(line, entry(250, 'new')).map((e) => e.token)).toEqual(['a', 'b']);
+    expect(entriesAhead(line, entry(50, 'first'))).toEqual([]);
+  });
+});
+
+describe('waiting line timings', () => {
+  it.each([
+    [10_000, 2_000],
+    [1_000, 200],
+    [250, 100],
+    [50, 50],
+  ])('polls near the front every %i ms of retry_delay at %i ms', (retryDelayMs, poll) => {
+    expect(frontPollMs(retryDelayMs)).toBe(poll);
+  });
+
+  it('takes a put to be gone only after twice its own retry_delay and a margin', () => {
+    expect(goneAfterMs(entry(0, 'a', 1_000))).toBe(4_000);
+    expect(goneAfterMs(entry(0, 'a', 60_000))).toBe(122_000);
+  });
+});
