@@ -163,9 +163,11 @@ async function fill(
   const mux = await startSshMux(join(home, 'ssh.sock'), sshConfig);
   if (mux) {
     env[SSH_MUX_ENV] = mux.path;
-    // After a stop nothing runs on this environment again (a claim to release gets an
-    // environment of its own), so the stop ends its connections at once.
-    signal?.addEventListener('abort', () => mux.close(), { once: true });
+    // A stop ends the connections it leaves idle at once, and the others once the commands the
+    // stop lets finish have ended: a claim's push under its grace (lock-pool.ts, PUSH_GRACE_MS)
+    // must not lose its connection, or the claim it may have landed is unknown. A claim to
+    // release gets an environment of its own.
+    signal?.addEventListener('abort', () => mux.stop(), { once: true });
   } else {
     const sshConfigPath = join(home, 'ssh.json');
     await writeFile(sshConfigPath, JSON.stringify(sshConfig), { mode: 0o600 });

@@ -29,12 +29,24 @@ type MuxStreams = SshStreams & { stdin: PassThrough };
  * (10 s by default), so their polls keep using it.
  */
 const IDLE_MS = 60_000;
+/**
+ * After the run's stop: how long a connection outlives its last command. Short, since the run is
+ * ending; not nothing, since the few commands a stop lets finish or start (a claim's push under
+ * its grace, the put leaving the waiting line) would otherwise each pay a new handshake.
+ */
+const STOPPED_IDLE_MS = 1_000;
 
 export interface SshMux {
   /** The Unix socket git's SSH program connects to. */
   readonly path: string;
   /** Drops every connection and every command in flight. */
   close(): void;
+  /**
+   * The run was stopped: every connection closes shortly after its last command, instead of a
+   * minute. Commands still running keep theirs (their git is stopped by its own signal, or
+   * allowed to finish, as a claim's push is), and the few a stop starts may still use one.
+   */
+  stop(): void;
 }
 
 interface Shared {
@@ -55,8 +67,9 @@ const loadSshSession = () => (sshSession ??= import('./ssh-session.js'));
 export async function startSshMux(
   path: string,
   config: SshTransportConfig,
-  { idleMs = IDLE_MS }: { idleMs?: number } = {},
+  { idleMs: runningIdleMs = IDLE_MS }: { idleMs?: number } = {},
 ): Promise<SshMux | undefined> {
+  let idleMs = runningIdleMs;
   const lifetime = new AbortController();
   const shared = new Map<string, Shared>();
   const sockets = new Set<Socket>();
@@ -175,6 +188,14 @@ export async function startSshMux(
       server.close();
       for (const socket of sockets) socket.destroy();
       for (const [key, entry] of shared) drop(key, entry);
+    },
+    stop: () => {
+      idleMs = Math.min(idleMs, STOPPED_IDLE_MS);
+      for (const [key, entry] of shared) {
+        if (entry.running > 0) continue;
+        clearTimeout(entry.idle);
+        entry.idle = setTimeout(() => drop(key, entry), idleMs).unref();
+      }
     },
   };
 }

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
+import { generateKey, startSshd, type Sshd } from '../helpers/sshd.js';
 import {
   sleep,
   startSilentServer,
@@ -371,6 +372,36 @@ describe('a signal after the claim reached the remote', () => {
     expect(await run.leftovers()).toEqual([]);
   });
 
+  it('over SSH too: a claim pushed just after the stop still gets its connection, and is released', async () => {
+    // The run's shared SSH connection carries the push that the stop lets finish: closing the
+    // run's connections at the stop would leave that claim unanswered, looked for in vain.
+    const held = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
+    repo = held;
+    const key = await generateKey(held.root, 'client', { type: 'ed25519' });
+    const sshd: Sshd = await startSshd([key.publicKey]);
+    try {
+      const slowPush = await standInBeforePush(held);
+      const run = await start(
+        {
+          source: source(sshd.url(held.bare), { private_key: key.privateKey }),
+          params: { acquire: true },
+        },
+        await stepFolder('unused'),
+        slowPush.env,
+      );
+      await waitForFile(slowPush.marker);
+      const stopped = await stop(run, 'SIGTERM');
+      expect(stopped.code).toBe(143);
+      expect(stopped.stderr).toContain('released "lock-a"');
+      expect(stopped.stderr).not.toMatch(/by hand/);
+      expect(stopped.exitAfterSignal).toBeLessThan(4000);
+      expect(await held.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
+      expect(await run.leftovers()).toEqual([]);
+    } finally {
+      await sshd.stop();
+    }
+  });
+
   it('says which lock and ref are left claimed when the remote is down', async () => {
     // Longer than the grace a push under way gets after the signal: it is cut off, unanswered.
     const {
@@ -412,6 +443,30 @@ async function acquireWhileServerHoldsPush(
   );
   await waitForFile(marker);
   return { run, repo: held, daemon: server };
+}
+
+/**
+ * A `git` for the front of PATH that, before the first `git push` to a branch, creates `marker`
+ * and sleeps half a second, then runs git's own: a stop sent meanwhile lands between the put's
+ * decision to push its claim and the push itself.
+ */
+async function standInBeforePush(
+  lockRepo: LockRepo,
+): Promise<{ env: Record<string, string>; marker: string }> {
+  const bin = join(lockRepo.root, 'push-bin');
+  const marker = join(lockRepo.root, 'push-starting');
+  const realGit = execFileSync('which', ['git'], { encoding: 'utf8' }).trim();
+  await mkdir(bin);
+  await writeFile(
+    join(bin, 'git'),
+    [
+      '#!/bin/sh',
+      `if [ "$1" = push ] && [ ! -e '${marker}' ]; then : > '${marker}'; sleep 0.5; fi`,
+      `exec '${realGit}' "$@"`,
+    ].join('\n'),
+  );
+  await chmod(join(bin, 'git'), 0o755);
+  return { env: { PATH: `${bin}:${process.env.PATH ?? ''}` }, marker };
 }
 
 /** A server hook holding the first push for `seconds`; the returned file appears when it starts. */
