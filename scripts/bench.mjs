@@ -679,6 +679,17 @@ async function measureContention(
       held.delete(lock);
     }
   }
+  // Every put that waited in line took itself out of it (its claiming push does).
+  const lineLeft = (
+    await git(
+      join(root, 'repos', name),
+      'for-each-ref',
+      '--format=%(refname)',
+      'refs/pool-resource/',
+    )
+  ).stdout
+    .split('\n')
+    .filter(Boolean).length;
   // Hand-over: from a release's put finishing to the next claim of that lock finishing.
   const handovers = [];
   for (const list of byLock.values())
@@ -704,6 +715,7 @@ async function measureContention(
     handoverMedianMs: median(handovers),
     releaseMedianMs: median(releaseMs),
     violations: violations + historyViolations,
+    lineLeft,
     // Who held which lock when (ms since the run started), for looking into fairness.
     holds: holds
       .sort((a, b) => a.from - b.from)
@@ -869,6 +881,7 @@ function printTable(results, contentionResult, ssh) {
       `  in, release         median ${s(c.inMedianMs)} s, ${s(c.releaseMedianMs)} s; hand-over median ${s(c.handoverMedianMs)} s`,
     );
     lines.push(`  mutual exclusion    ${c.violations} violations`);
+    lines.push(`  waiting line        ${c.lineLeft} entries left behind`);
   }
   if (ssh) lines.push('', ...sshLines(ssh));
   lines.push('');
@@ -958,6 +971,7 @@ function targets(results, c, ssh) {
       c.connectionsPerAcquire <= 15,
     ]);
     list.push([`no mutual-exclusion violation: ${c.violations}`, c.violations === 0]);
+    list.push([`no waiting-line entry left behind: ${c.lineLeft}`, c.lineLeft === 0]);
   }
   for (const [key, sc] of Object.entries(ssh?.contention ?? {}))
     list.push([

@@ -20,11 +20,7 @@ export function decide(
   random: () => number,
 ): Decision {
   if (operation.kind === 'acquire') {
-    // A name that is also in claimed/ (a broken pool) cannot be moved there: `git mv` would fail
-    // or, onto a directory, nest the lock inside it.
-    const free = [...pool.unclaimed]
-      .filter((name) => !pool.claimed.has(name) && !pool.irregular.has(`claimed/${name}`))
-      .sort();
+    const free = freeLocks(pool);
     if (free.length === 0) {
       return {
         kind: 'wait',
@@ -127,6 +123,15 @@ export function decide(
       };
     }
   }
+}
+
+/** The locks an acquire can take, sorted. */
+export function freeLocks(pool: PoolState): string[] {
+  // A name that is also in claimed/ (a broken pool) cannot be moved there: `git mv` would fail
+  // or, onto a directory, nest the lock inside it.
+  return [...pool.unclaimed]
+    .filter((name) => !pool.claimed.has(name) && !pool.irregular.has(`claimed/${name}`))
+    .sort();
 }
 
 function claimDecision(name: string): Decision {

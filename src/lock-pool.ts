@@ -7,24 +7,41 @@ import {
   GitTimeoutError,
   OperationError,
   WaitTimeoutError,
+  describeError,
   formatMs,
 } from './errors.js';
 import type { PushOutcome } from './git/push-outcome.js';
-import { decide, type ResolvedOperation } from './lock-operation.js';
+import { decide, freeLocks, type ResolvedOperation } from './lock-operation.js';
 import type { Change, LockState, PoolState } from './pool-state.js';
+import {
+  FRONT_SPARE,
+  entriesAhead,
+  frontPollMs,
+  goneAfterMs,
+  type WaitingEntry,
+} from './waiting-line.js';
 
 /** The git mechanism, in lock vocabulary. */
 export interface LockStore {
   /** Fetches the branch tip into the working copy; returns its commit id. */
   sync(): Promise<string>;
-  /** The remote branch tip without fetching (cheap polling while waiting). */
-  remoteTip(): Promise<string | undefined>;
+  /** The pool's waiting line as the last sync found it (an acquire's store fetches it). */
+  syncedLine(): WaitingEntry[];
+  /** The remote branch tip and the pool's waiting line, without fetching (cheap polling). */
+  look(): Promise<{ tip: string | undefined; line: WaitingEntry[] }>;
+  /** Puts an entry in the waiting line; false when the remote refuses the line's refs. */
+  join(entry: WaitingEntry): Promise<boolean>;
+  /** Takes entries out of the line: this put's own, or those of puts that are gone. */
+  leave(entries: readonly WaitingEntry[], signal?: AbortSignal): Promise<void>;
   pool(): Promise<PoolState>;
   apply(change: Change): Promise<void>;
   hasStagedChanges(): Promise<boolean>;
   commit(message: string): Promise<string>;
-  /** `signal` replaces the store's own cancellation for this push (see PUSH_GRACE_MS). */
-  push(signal?: AbortSignal): Promise<PushOutcome>;
+  /**
+   * `signal` replaces the store's own cancellation for this push (see PUSH_GRACE_MS); `leaving`
+   * takes that entry out of the line in the same, atomic, push.
+   */
+  push(signal?: AbortSignal, leaving?: WaitingEntry): Promise<PushOutcome>;
   /** The newest commit that touched this lock's file (answer of an update that changed nothing). */
   lastCommitOf(state: LockState, name: string): Promise<string>;
   /**
@@ -51,6 +68,8 @@ export interface PoolReporter {
   /** A rejected or no-op push: the pool moved under us. */
   conflict(name: string): void;
   transient(error: unknown, attempt: number, delayMs: number): void;
+  /** Something about the waiting line worth a line on stderr (refused, left behind). */
+  line(message: string): void;
 }
 
 export interface Claim {
@@ -70,11 +89,48 @@ export interface PendingClaim extends Claim {
 
 /** How often a release looks again for a claim whose push the server may still be applying. */
 const LATE_CLAIM_POLL_MS = 500;
+/**
+ * How long a stopped put tries to take itself out of the line. Concourse waits for the step to
+ * end, and a put that claimed nothing must end within a second; an entry left behind is taken
+ * out by the puts behind it (goneAfterMs).
+ */
+const LEAVE_AFTER_STOP_MS = 600;
+/** How long a put that failed or timed out tries to take itself out of the line. */
+const LEAVE_MS = 10_000;
+
+/** An acquire's place in the waiting line, and what it last saw of the line and the pool. */
+interface LineState {
+  me: WaitingEntry;
+  /** Whether the entry is on the remote, as far as this put knows. */
+  joined: boolean;
+  /** The remote refused the line's refs: this run waits without a place. */
+  refused: boolean;
+  /** Whether the place in line has been said on stderr. */
+  placeSaid: boolean;
+  /** What the put last waited for when no lock was free (see attempt). */
+  waitingFor: { reason: string; wanted: string[] } | undefined;
+  /** Tokens of entries taken to be gone, left out of the order. */
+  gone: Set<string>;
+  /** Entries ahead of this put at the last look (undefined before the first). */
+  ahead: WaitingEntry[] | undefined;
+  /** Free locks and all locks at the last sync. */
+  free: number;
+  locks: number;
+  /** Entries entitled to free locks they have not taken, and since when (see goneAfterMs). */
+  blocked: { entries: WaitingEntry[]; key: string; since: number } | undefined;
+  /** A tip this put has not fetched, and since when it stands (see waitInLine). */
+  unfetched: { tip: string; since: number } | undefined;
+}
 
 export interface LockPoolOptions {
   pool: string;
   retryDelayMs: number;
   waitTimeoutMs?: number;
+  /**
+   * This put's token (letters and digits) for its place in the waiting line; without it an
+   * acquire waits as the reference does: whoever polls first after a release takes the lock.
+   */
+  lineToken?: string;
   /** Builds the commit message for a decision; `claiming` marks commits that take a lock. */
   message(subject: string, claiming: boolean): string;
 }
@@ -113,6 +169,10 @@ export class LockPool {
   pendingClaims: PendingClaim[] = [];
   /** Whether this run has polled while waiting (see waitForChange). */
   private polled = false;
+  /** The acquire's place in the waiting line (undefined for other operations). */
+  private line: LineState | undefined;
+  /** A tip the wait already synced to, which the next attempt starts from. */
+  private presynced: string | undefined;
 
   constructor(
     private readonly store: LockStore,
@@ -124,6 +184,31 @@ export class LockPool {
 
   async run(operation: ResolvedOperation): Promise<Outcome> {
     const started = this.clock.now();
+    const { lineToken } = this.options;
+    if (operation.kind === 'acquire' && lineToken !== undefined) {
+      this.line = {
+        me: { since: started, retryDelayMs: this.options.retryDelayMs, token: lineToken },
+        joined: false,
+        refused: false,
+        placeSaid: false,
+        waitingFor: undefined,
+        gone: new Set(),
+        ahead: undefined,
+        free: 0,
+        locks: 0,
+        blocked: undefined,
+        unfetched: undefined,
+      };
+    }
+    try {
+      return await this.retry(operation, started);
+    } catch (error) {
+      await this.leaveLine();
+      throw error;
+    }
+  }
+
+  private async retry(operation: ResolvedOperation, started: number): Promise<Outcome> {
     let failures = 0;
     let timeouts = 0;
     for (;;) {
@@ -157,7 +242,8 @@ export class LockPool {
   ): Promise<
     { kind: 'done'; outcome: Outcome } | { kind: 'conflict'; name: string } | { kind: 'waited' }
   > {
-    const tip = await this.store.sync();
+    const tip = this.presynced ?? (await this.store.sync());
+    this.presynced = undefined;
     // A push whose result we never saw (connection dropped, timed out) may have landed.
     for (const claim of this.pendingClaims) {
       if (await this.store.holds(claim)) {
@@ -168,16 +254,42 @@ export class LockPool {
     // One committed on a tip the branch has moved on from can no longer land; one committed on
     // this tip still can, and excludes any claim made on it now (only one push from a tip wins).
     this.pendingClaims = this.pendingClaims.filter((claim) => claim.parent === tip);
-    const decision = decide(operation, await this.store.pool(), this.options.pool, () =>
-      this.clock.random(),
-    );
+    const state = await this.store.pool();
+    const line = this.line && !this.line.refused ? this.line : undefined;
+    let pick = () => this.clock.random();
+    if (line) {
+      const free = freeLocks(state);
+      line.free = free.length;
+      line.locks = free.length + state.claimed.size;
+      if (free.length > 0) {
+        const turn = await this.turnInLine(line, tip);
+        if (turn === 'wait') {
+          // A lock freed for the put ahead is a passing state: near the front it comes and goes
+          // with every hand-over, and each new reason is a line on stderr and a holder lookup
+          // (a fetch). A put that already waits keeps saying what it waits for.
+          const { reason, wanted } = line.waitingFor ?? {
+            reason: `the unclaimed ${free.length === 1 ? 'lock' : 'locks'} in pool "${this.options.pool}" ${free.length === 1 ? 'goes' : 'go'} to puts that have waited longer (${state.claimed.size} claimed, ${free.length} unclaimed)`,
+            wanted: [],
+          };
+          await this.waitInLine(line, tip, reason, wanted, started);
+          return { kind: 'waited' };
+        }
+        if (turn !== undefined) pick = () => (turn + 0.5) / free.length;
+      }
+    }
+    const decision = decide(operation, state, this.options.pool, pick);
     switch (decision.kind) {
       case 'fail':
         throw new OperationError(decision.message);
       case 'observed':
         return { kind: 'done', outcome: { ref: tip, name: decision.name } };
       case 'wait':
-        await this.waitForChange(tip, decision.reason, decision.wanted, started);
+        if (line && operation.kind === 'acquire' && (await this.takePlace(line))) {
+          line.waitingFor = decision;
+          await this.waitInLine(line, tip, decision.reason, decision.wanted, started);
+        } else {
+          await this.waitForChange(tip, decision.reason, decision.wanted, started);
+        }
         return { kind: 'waited' };
       case 'commit': {
         await this.store.apply(decision.change);
@@ -194,7 +306,8 @@ export class LockPool {
         this.throwIfCancelled();
         let pushed: PushOutcome;
         try {
-          pushed = decision.claiming ? await this.pushWithGrace() : await this.store.push();
+          const leaving = decision.claiming && line?.joined ? line.me : undefined;
+          pushed = decision.claiming ? await this.pushWithGrace(leaving) : await this.store.push();
         } catch (error) {
           // Refused by the remote is an answer; anything else leaves the server's side unknown.
           if (!(error instanceof OperationError)) claim.unanswered = true;
@@ -202,6 +315,7 @@ export class LockPool {
         }
         if (pushed === 'pushed') {
           if (decision.claiming) this.pendingClaims = [claim];
+          if (decision.claiming && line) line.joined = false;
           return { kind: 'done', outcome: { ref, name: decision.name } };
         }
         this.pendingClaims = this.pendingClaims.filter((pending) => pending !== claim);
@@ -225,35 +339,176 @@ export class LockPool {
   ): Promise<void> {
     for (;;) {
       await this.reporter.waiting(reason, wanted, this.clock.now() - started);
-      const waited = this.clock.now() - started;
-      const { waitTimeoutMs } = this.options;
-      const delay = this.polled
-        ? this.options.retryDelayMs
-        : Math.ceil(this.clock.random() * this.options.retryDelayMs);
-      this.polled = true;
-      if (waitTimeoutMs !== undefined) {
-        const left = waitTimeoutMs - waited;
-        if (left <= 0) {
-          throw new WaitTimeoutError(
-            `timed out after ${formatMs(waitTimeoutMs)} (params.wait_timeout) waiting: ${reason}`,
-          );
-        }
-        await this.clock.sleep(Math.min(delay, left), this.signal);
-        if (this.clock.now() - started >= waitTimeoutMs) {
-          throw new WaitTimeoutError(
-            `timed out after ${formatMs(waitTimeoutMs)} (params.wait_timeout) waiting: ${reason}`,
-          );
-        }
+      await this.pause(undefined, reason, started);
+      if ((await this.store.look()).tip !== tip) return;
+    }
+  }
+
+  /**
+   * One sleep between polls: `intervalMs` (retry_delay unless given), the first of a run a random
+   * part of it (see waitForChange); ends the wait once params.wait_timeout has passed.
+   */
+  private async pause(intervalMs: number | undefined, reason: string, started: number) {
+    const waited = this.clock.now() - started;
+    const { waitTimeoutMs } = this.options;
+    const interval = intervalMs ?? this.options.retryDelayMs;
+    const delay = this.polled ? interval : Math.ceil(this.clock.random() * interval);
+    this.polled = true;
+    const timedOut = () =>
+      new WaitTimeoutError(
+        `timed out after ${formatMs(waitTimeoutMs ?? 0)} (params.wait_timeout) waiting: ${reason}`,
+      );
+    if (waitTimeoutMs === undefined) {
+      await this.clock.sleep(delay, this.signal);
+      return;
+    }
+    const left = waitTimeoutMs - waited;
+    if (left <= 0) throw timedOut();
+    await this.clock.sleep(Math.min(delay, left), this.signal);
+    if (this.clock.now() - started >= waitTimeoutMs) throw timedOut();
+  }
+
+  /** Takes this put out of the line after it failed, timed out or was stopped (best effort). */
+  private async leaveLine(): Promise<void> {
+    const line = this.line;
+    if (!line?.joined) return;
+    line.joined = false;
+    const signal = this.signal.aborted
+      ? AbortSignal.timeout(LEAVE_AFTER_STOP_MS)
+      : AbortSignal.any([this.signal, AbortSignal.timeout(LEAVE_MS)]);
+    try {
+      await this.store.leave([line.me], signal);
+    } catch (error) {
+      this.reporter.line(
+        `could not take this put out of the waiting line (${describeError(error)}): the puts behind it will, after ${formatMs(goneAfterMs(line.me))}`,
+      );
+    }
+  }
+
+  /**
+   * Whether this put may take a free lock now, and which: undefined for the pool's own random
+   * pick (nobody is in line, or the remote refused the line), an index into the free locks, or
+   * 'wait' while the puts ahead of it take them all. Decides on the line fetched with the tip.
+   */
+  private async turnInLine(line: LineState, tip: string): Promise<number | 'wait' | undefined> {
+    const present = this.store.syncedLine().filter((entry) => !line.gone.has(entry.token));
+    let ahead = entriesAhead(present, line.me);
+    if (ahead.length >= line.free && (await this.takeOutGone(line, ahead))) {
+      ahead = ahead.filter((entry) => !line.gone.has(entry.token));
+    }
+    line.ahead = ahead;
+    if (ahead.length < line.free) {
+      line.blocked = undefined;
+      if (present.length === 0) return undefined;
+      // The same spread for every put at this tip, a different one at the next.
+      const offset = Number.parseInt(tip.slice(0, 8), 16) || 0;
+      return (ahead.length + offset) % line.free;
+    }
+    const entitled = ahead.slice(0, line.free);
+    const key = entitled.map((entry) => entry.token).join(' ');
+    if (line.blocked?.key !== key)
+      line.blocked = { entries: entitled, key, since: this.clock.now() };
+    return (await this.takePlace(line)) ? 'wait' : undefined;
+  }
+
+  /** Joins the line unless in it; false when the remote refuses it (then no line this run). */
+  private async takePlace(line: LineState): Promise<boolean> {
+    if (line.refused) return false;
+    if (line.joined) return true;
+    if (await this.store.join(line.me)) {
+      line.joined = true;
+      return true;
+    }
+    line.refused = true;
+    this.reporter.line(
+      "the lock repository refused the waiting line's ref (refs/pool-resource/waiting/…): waiting without a place in line",
+    );
+    return false;
+  }
+
+  /**
+   * Takes out of the line the entries that have been entitled to free locks (the first `free`
+   * ahead) for longer than their puts take to notice: those puts are gone. True if it did.
+   */
+  private async takeOutGone(line: LineState, ahead: readonly WaitingEntry[]): Promise<boolean> {
+    const blocked = line.blocked;
+    if (!blocked || line.free === 0) return false;
+    const key = ahead
+      .slice(0, line.free)
+      .map((entry) => entry.token)
+      .join(' ');
+    const waited = this.clock.now() - blocked.since;
+    if (key !== blocked.key || waited < Math.max(...blocked.entries.map(goneAfterMs))) return false;
+    for (const entry of blocked.entries) line.gone.add(entry.token);
+    line.blocked = undefined;
+    const count = blocked.entries.length;
+    this.reporter.line(
+      `${count === 1 ? 'the put' : `${count} puts`} ahead in line left a free lock untaken for ${formatMs(waited)}: taking ${count === 1 ? 'it' : 'them'} out of the line`,
+    );
+    await this.store.leave(blocked.entries);
+    return true;
+  }
+
+  /**
+   * Waits in line until this put's turn may have come. Near the front of the line it polls at
+   * frontPollMs, and each poll is the fetch: a tip that moved is at hand for the next attempt
+   * without a second round trip. Further back it polls the tip and the line every retry_delay
+   * without fetching: a tip change matters only to a put the free locks could reach, so it waits
+   * for the line to move, and fetches only a tip that stays (a lock may be free that nobody ahead
+   * takes, see takeOutGone).
+   */
+  private async waitInLine(
+    line: LineState,
+    tip: string,
+    reason: string,
+    wanted: string[],
+    started: number,
+  ): Promise<void> {
+    for (;;) {
+      await this.reporter.waiting(reason, wanted, this.clock.now() - started);
+      const front = line.ahead !== undefined && line.ahead.length < line.free + FRONT_SPARE;
+      await this.pause(front ? frontPollMs(this.options.retryDelayMs) : undefined, reason, started);
+      let remote: string | undefined;
+      let seen: WaitingEntry[];
+      if (front) {
+        remote = await this.store.sync();
+        seen = this.store.syncedLine();
+        this.presynced = remote;
       } else {
-        await this.clock.sleep(delay, this.signal);
+        ({ tip: remote, line: seen } = await this.store.look());
+        this.presynced = undefined;
       }
-      const remote = await this.store.remoteTip();
-      if (remote !== tip) return;
+      const present = seen.filter((entry) => !line.gone.has(entry.token));
+      // Taken out by a put that thought this one gone, or a join whose answer was lost.
+      if (line.joined && !present.some((entry) => entry.token === line.me.token)) {
+        line.joined = false;
+        if (!(await this.takePlace(line))) return;
+      }
+      line.ahead = entriesAhead(present, line.me);
+      if (!line.placeSaid && line.joined) {
+        line.placeSaid = true;
+        const ahead = line.ahead.length;
+        this.reporter.line(
+          `waiting in line for pool "${this.options.pool}": ${ahead === 0 ? 'first' : `${ahead} ${ahead === 1 ? 'put' : 'puts'} ahead`}`,
+        );
+      }
+      const now = this.clock.now();
+      if (remote !== tip) {
+        // A branch gone (undefined) is the next sync's to report.
+        if (front || remote === undefined || line.ahead.length <= line.free) return;
+        const unfetched = line.unfetched;
+        if (unfetched === undefined || unfetched.tip !== remote)
+          line.unfetched = { tip: remote, since: now };
+        else if (now - unfetched.since >= goneAfterMs(line.me)) return;
+        continue;
+      }
+      if (line.ahead.length < line.free) return;
+      if (await this.takeOutGone(line, line.ahead)) return;
     }
   }
 
   /** Pushes on a signal that fires PUSH_GRACE_MS after the run's (see there why). */
-  private async pushWithGrace(): Promise<PushOutcome> {
+  private async pushWithGrace(leaving?: WaitingEntry): Promise<PushOutcome> {
     const grace = new AbortController();
     let timer: ReturnType<typeof setTimeout> | undefined;
     const startGrace = () => {
@@ -261,7 +516,7 @@ export class LockPool {
     };
     this.signal.addEventListener('abort', startGrace, { once: true });
     try {
-      return await this.store.push(grace.signal);
+      return await this.store.push(grace.signal, leaving);
     } finally {
       this.signal.removeEventListener('abort', startGrace);
       clearTimeout(timer);

@@ -16,6 +16,7 @@ import { readRef } from './git/refs.js';
 import { lockPath, type Change, type LockState, type PoolState } from './pool-state.js';
 import { displayUri } from './logger.js';
 import { lockNameProblem } from './lock-name.js';
+import { entryRef, linePrefix, parseEntryRef, type WaitingEntry } from './waiting-line.js';
 
 export interface LockRepositoryOptions {
   uri: string;
@@ -23,6 +24,8 @@ export interface LockRepositoryOptions {
   pool: string;
   /** Where the working copy lives (created if missing). */
   workdir: string;
+  /** Read the pool's waiting line with every fetch (an acquire keeps its place in it). */
+  line?: boolean;
 }
 
 interface TreeEntry {
@@ -43,6 +46,10 @@ export class LockRepository {
   private identity: { author: string; committer: string } | undefined;
   /** The last commit written, which `push` sends. */
   private committed: string | undefined;
+  /** The waiting line as the last fetch found it (with `line`). */
+  private fetchedLine: WaitingEntry[] = [];
+  /** The server cannot take an --atomic push: a claim leaves the line in a push of its own. */
+  private atomicRefused = false;
 
   constructor(
     private readonly git: Git,
@@ -64,6 +71,73 @@ export class LockRepository {
     return this.git.run(args, { cwd: this.options.workdir, ...options });
   }
 
+  private get linePrefix(): string {
+    return linePrefix(this.options.branch, this.options.pool);
+  }
+
+  /**
+   * The branch tip and the pool's waiting line on the remote, without fetching anything: one
+   * ls-remote, the same one connection as asking for the tip alone.
+   */
+  async look(): Promise<{ tip: string | undefined; line: WaitingEntry[] }> {
+    const prefix = this.linePrefix;
+    const out = await this.git.run([
+      'ls-remote',
+      '--',
+      this.options.uri,
+      this.branchRef,
+      `${prefix}*`,
+    ]);
+    let tip: string | undefined;
+    const line: WaitingEntry[] = [];
+    for (const row of out.split('\n')) {
+      const [sha, ref = ''] = row.split('\t');
+      if (!sha) continue;
+      if (ref === this.branchRef) tip = sha;
+      const entry = parseEntryRef(prefix, ref);
+      if (entry) line.push(entry);
+    }
+    return { tip, line };
+  }
+
+  /**
+   * Puts an entry in the pool's line: a ref at the synced tip, a commit the server already has,
+   * so the push sends no objects. False when the remote refuses refs outside its branches.
+   */
+  async join(entry: WaitingEntry): Promise<boolean> {
+    const ref = entryRef(this.linePrefix, entry);
+    const outcome = await this.pushRefs([`${this.synced()}:${ref}`], ref);
+    if (outcome === undefined) throw new Error(`git push printed no status for ${ref}`);
+    return typeof outcome === 'string';
+  }
+
+  /** Takes entries out of the line (deleting one that is already gone is no error). */
+  async leave(entries: readonly WaitingEntry[], signal?: AbortSignal): Promise<void> {
+    if (entries.length === 0) return;
+    const refs = entries.map((entry) => `:${entryRef(this.linePrefix, entry)}`);
+    await this.pushRefs(refs, refs[0]!.slice(1), signal);
+  }
+
+  /** One push of `refspecs`; the outcome for `ref`, or undefined when git reported none. */
+  private async pushRefs(
+    refspecs: readonly string[],
+    ref: string,
+    signal?: AbortSignal,
+  ): Promise<PushOutcome | PushRefused | undefined> {
+    let out: string;
+    try {
+      out = await this.run(['push', '--porcelain', '--', this.options.uri, ...refspecs], {
+        signal,
+      });
+    } catch (error) {
+      const outcome =
+        error instanceof GitCommandError ? classifyPush(error.stdout, ref) : undefined;
+      if (outcome === undefined) throw error;
+      return outcome;
+    }
+    return classifyPush(out, ref);
+  }
+
   /** The branch tip on the remote without fetching anything (cheap: one ls-remote). */
   async remoteTip(): Promise<string | undefined> {
     // Needs no repository: runs in the private home.
@@ -79,6 +153,7 @@ export class LockRepository {
   async sync(): Promise<string> {
     try {
       if (this.initialised) await this.fetch(['--depth=1']);
+      else if (this.options.line) await this.initAndFetch();
       else await this.cloneTip();
     } catch (error) {
       // Asked only to tell a missing branch apart; when the server cannot be reached either,
@@ -121,6 +196,26 @@ export class LockRepository {
       (await readRef(this.options.workdir, this.branchRef)) ??
       (await this.run(['rev-parse', '--verify', `${this.branchRef}^{commit}`])).trim();
     await identity;
+  }
+
+  /**
+   * The first sync of an acquire: clone cannot fetch refs beside its one branch, and the line
+   * must come with the tip (a separate ls-remote would cost a connection per acquire).
+   */
+  private async initAndFetch(): Promise<void> {
+    await rm(this.options.workdir, { recursive: true, force: true });
+    await mkdir(this.options.workdir, { recursive: true });
+    const identity = this.ident();
+    identity.catch(() => undefined);
+    await this.run(['init', '--quiet', '--bare']);
+    this.initialised = true;
+    await this.fetch(['--depth=1']);
+    await identity;
+  }
+
+  /** The waiting line as the last sync fetched it (empty without the `line` option). */
+  syncedLine(): WaitingEntry[] {
+    return this.fetchedLine;
   }
 
   /** The tip the working copy was last synced to. */
@@ -249,13 +344,48 @@ export class LockRepository {
     return id;
   }
 
-  async push(signal?: AbortSignal): Promise<PushOutcome> {
+  /**
+   * Pushes the last commit to the branch. With `leaving`, the same push takes that entry out of
+   * the line, atomically: a claim that lost its race keeps its place in line.
+   */
+  async push(signal?: AbortSignal, leaving?: WaitingEntry): Promise<PushOutcome> {
+    if (!leaving || this.atomicRefused) {
+      const outcome = await this.pushCommit([], signal);
+      if (leaving && outcome === 'pushed')
+        await this.leave([leaving], signal).catch(() => undefined);
+      return outcome;
+    }
+    try {
+      return await this.pushCommit([`:${entryRef(this.linePrefix, leaving)}`], signal);
+    } catch (error) {
+      // send-pack.c dies with this before sending anything when the server does not advertise
+      // `atomic` (git 2.39); there is no other sign of it. Claim first, then leave the line.
+      if (!(
+        error instanceof GitCommandError && /does not support --atomic push/.test(error.stderr)
+      ))
+        throw error;
+      this.atomicRefused = true;
+      return this.push(signal, leaving);
+    }
+  }
+
+  /** Pushes the last commit to the branch, with `also` (more refspecs) in the same atomic push. */
+  private async pushCommit(also: readonly string[], signal?: AbortSignal): Promise<PushOutcome> {
     const commit = this.committed;
     if (!commit) throw new Error('nothing committed to push');
+    const refspecs = [`${commit}:${this.branchRef}`, ...also];
+    const leaving = also.length > 0;
     let out: string;
     try {
       out = await this.run(
-        ['push', '--porcelain', '--', this.options.uri, `${commit}:${this.branchRef}`],
+        [
+          'push',
+          '--porcelain',
+          ...(leaving ? ['--atomic'] : []),
+          '--',
+          this.options.uri,
+          ...refspecs,
+        ],
         { signal },
       );
     } catch (error) {
@@ -359,8 +489,12 @@ export class LockRepository {
     return this.tip;
   }
 
-  /** Fetches the branch into the tracking ref and takes the fetched tip from FETCH_HEAD. */
+  /**
+   * Fetches the branch into the tracking ref (and, with `line`, the line's refs) and takes the
+   * fetched tip and line from FETCH_HEAD, which lists every ref the fetch matched.
+   */
   private async fetch(extra: readonly string[]): Promise<void> {
+    const prefix = this.linePrefix;
     // --verbose: fetch always prints (see the header), and FETCH_HEAD names the tip we got.
     await this.run([
       'fetch',
@@ -371,11 +505,23 @@ export class LockRepository {
       '--',
       this.options.uri,
       `+${this.branchRef}:${this.trackingRef}`,
+      ...(this.options.line ? [`+${prefix}*:refs/pool-resource/line/*`] : []),
     ]);
     const head = await readFile(join(this.options.workdir, 'FETCH_HEAD'), 'utf8');
-    const tip = /^[0-9a-f]{40,64}/.exec(head)?.[0];
+    let tip: string | undefined;
+    const line: WaitingEntry[] = [];
+    for (const row of head.split('\n')) {
+      const sha = /^[0-9a-f]{40,64}/.exec(row)?.[0];
+      if (!sha) continue;
+      // `<id>\t[not-for-merge]\t'<ref>' of <uri>` for a ref that is not a branch.
+      const ref = /^[^\t]*\t[^\t]*\t'([^']*)' of /.exec(row)?.[1];
+      const entry = ref === undefined ? undefined : parseEntryRef(prefix, ref);
+      if (entry) line.push(entry);
+      else tip ??= sha;
+    }
     if (!tip) throw new Error(`git fetch wrote no FETCH_HEAD for ${this.branchRef}`);
     this.tip = tip;
+    this.fetchedLine = line;
   }
 
   private async shallowCommits(): Promise<Set<string>> {

@@ -36,6 +36,7 @@ export async function runLockOperation(
     branch: source.branch,
     pool: source.pool,
     workdir: join(home, 'repository'),
+    line: operation.kind === 'acquire',
   });
   const token = ctx.newToken();
   const pool = new LockPool(
@@ -50,6 +51,7 @@ export async function runLockOperation(
       pool: source.pool,
       retryDelayMs: source.retryDelayMs,
       waitTimeoutMs,
+      lineToken: token.replace(/[^0-9a-z]/gi, '').toLowerCase(),
       message: (subject, claiming) =>
         commitMessage(
           subject,

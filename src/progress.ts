@@ -81,6 +81,10 @@ export class ProgressReporter implements PoolReporter {
     this.lastKey = undefined;
   }
 
+  line(message: string): void {
+    this.log.info(message);
+  }
+
   transient(error: unknown, attempt: number, delayMs: number): void {
     this.log.info(
       `git failed (attempt ${attempt}), trying again in ${formatMs(delayMs)}: ${describeError(error)}`,

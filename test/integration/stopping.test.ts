@@ -283,12 +283,15 @@ describe('git stopped while it cleans up', () => {
   });
 });
 
-/** SIGTERM to an acquire while its `git clone` is the stand-in below: it ends with nothing left. */
+/**
+ * SIGTERM to a claim while its `git clone` is the stand-in below: it ends with nothing left. (An
+ * acquire's first sync is a fetch into a new copy, for the waiting line; a claim still clones.)
+ */
 async function stopDuringClone(options: { endsOnSignal: boolean }) {
   repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
   const clone = await standInForClone(repo, options);
   const run = await start(
-    { source: source(repo.bare), params: { acquire: true } },
+    { source: source(repo.bare), params: { claim: 'lock-a' } },
     await stepFolder('unused'),
     clone.env,
   );

@@ -110,8 +110,9 @@ describe('one SSH connection per run', () => {
     const repo = await createLockRepo({ pool: { claimed: ['lock-a'] } });
     try {
       const seen = watchLog(closingSshd);
-      // Polls 2 s apart, the server closes after 1–1.5 s without a command.
-      const run = startScript('out', request(closingSshd, repo, '2s'), {
+      // Polls 2 s apart (first in line: a fifth of retry_delay), the server closes after 1–1.5 s
+      // without a command.
+      const run = startScript('out', request(closingSshd, repo, '10s'), {
         args: [await tempDir()],
       });
       await run.waitForStderr(/waiting for lock/);

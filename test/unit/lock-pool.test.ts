@@ -4,6 +4,7 @@ import {
   GaveUpError,
   GitTimeoutError,
   OperationError,
+  WaitTimeoutError,
   describeError,
 } from '../../src/errors.js';
 import type { PushOutcome } from '../../src/git/push-outcome.js';
@@ -19,6 +20,7 @@ import {
 } from '../../src/lock-pool.js';
 import type { ResolvedOperation } from '../../src/lock-operation.js';
 import type { Change, LockState, PoolState } from '../../src/pool-state.js';
+import type { WaitingEntry } from '../../src/waiting-line.js';
 
 const RETRY_DELAY_MS = 5_000;
 
@@ -62,6 +64,11 @@ class FakeStore implements LockStore {
   beforePush: (() => void) | undefined;
   /** A push the server is still applying (see PushStep). */
   private inFlight: { snapshot: Snapshot; commit: string; parent: string } | undefined;
+  /** The pool's waiting line on the remote, and as the last sync fetched it. */
+  line: WaitingEntry[] = [];
+  private syncedEntries: WaitingEntry[] = [];
+  /** The remote refuses the line's refs. */
+  refuseLine = false;
 
   constructor(claimed: string[], unclaimed: string[]) {
     this.remote = {
@@ -109,12 +116,31 @@ class FakeStore implements LockStore {
     this.local = copy(this.remote);
     this.localCommit = this.remoteCommit;
     this.staged = undefined;
+    this.syncedEntries = [...this.line];
     return this.localCommit;
   }
 
-  async remoteTip(): Promise<string | undefined> {
-    this.log.push('remoteTip');
-    return this.remoteCommit;
+  syncedLine(): WaitingEntry[] {
+    return this.syncedEntries;
+  }
+
+  async look(): Promise<{ tip: string | undefined; line: WaitingEntry[] }> {
+    this.log.push('look');
+    return { tip: this.remoteCommit, line: [...this.line] };
+  }
+
+  async join(entry: WaitingEntry): Promise<boolean> {
+    this.log.push('join');
+    if (this.refuseLine) return false;
+    this.line.push(entry);
+    return true;
+  }
+
+  async leave(entries: readonly WaitingEntry[], signal?: AbortSignal): Promise<void> {
+    this.log.push(`leave ${entries.map((entry) => entry.token).join(' ')}`);
+    if (signal?.aborted) throw new CancelledError(signal.reason);
+    const tokens = new Set(entries.map((entry) => entry.token));
+    this.line = this.line.filter((entry) => !tokens.has(entry.token));
   }
 
   async pool(): Promise<PoolState> {
@@ -157,14 +183,15 @@ class FakeStore implements LockStore {
     return this.localCommit;
   }
 
-  async push(): Promise<PushOutcome> {
-    this.log.push('push');
+  async push(_signal?: AbortSignal, leaving?: WaitingEntry): Promise<PushOutcome> {
+    this.log.push(leaving ? 'push leaving' : 'push');
     this.beforePush?.();
     this.settle();
     const step = this.pushes.shift() ?? 'pushed';
     const land = () => {
       this.remote = copy(this.local);
       this.remoteCommit = this.localCommit;
+      if (leaving) this.line = this.line.filter((entry) => entry.token !== leaving.token);
     };
     if (step instanceof Error) throw step;
     if (typeof step === 'object' && 'late' in step) {
@@ -237,9 +264,23 @@ class RecordingReporter implements PoolReporter {
   transient(error: unknown, attempt: number, delayMs: number): void {
     this.transients.push({ message: describeError(error), attempt, delayMs });
   }
+
+  readonly lines: string[] = [];
+  line(message: string): void {
+    this.lines.push(message);
+  }
 }
 
-function setup(store: FakeStore, options: { clock?: FakeClock; signal?: AbortSignal } = {}) {
+function setup(
+  store: FakeStore,
+  options: {
+    clock?: FakeClock;
+    signal?: AbortSignal;
+    /** This put's token in the waiting line (none: no line, as the reference). */
+    lineToken?: string;
+    waitTimeoutMs?: number;
+  } = {},
+) {
   const clock = options.clock ?? new FakeClock();
   const reporter = new RecordingReporter();
   const pool = new LockPool(
@@ -249,6 +290,8 @@ function setup(store: FakeStore, options: { clock?: FakeClock; signal?: AbortSig
     {
       pool: 'envs',
       retryDelayMs: RETRY_DELAY_MS,
+      lineToken: options.lineToken,
+      waitTimeoutMs: options.waitTimeoutMs,
       message: (subject, claiming) => `${subject}${claiming ? ' [claiming]' : ''}`,
     },
     options.signal ?? new AbortController().signal,
@@ -332,7 +375,7 @@ describe('LockPool', () => {
     ]);
     // One fetch before the wait, one after the tip moved; the polls in between only look.
     expect(store.count('sync')).toBe(2);
-    expect(store.count('remoteTip')).toBe(4);
+    expect(store.count('look')).toBe(4);
     expect(reporter.waits).toHaveLength(4);
     expect(store.count('commit')).toBe(1);
   });
@@ -611,5 +654,160 @@ describe('releaseAbandonedClaim', () => {
     });
     expect(await releaseAbandonedClaim(store, claim, 'm', signal, clock)).toBe('not-held');
     expect(clock.sleeps).toEqual([]);
+  });
+});
+
+/** An entry of another put in the line, `ago` ms before the fake clock's start. */
+function waiting(token: string, ago = 1_000): WaitingEntry {
+  return { since: 1_000_000 - ago, retryDelayMs: RETRY_DELAY_MS, token };
+}
+
+/** frontPollMs and goneAfterMs for RETRY_DELAY_MS (waiting-line.ts). */
+const FRONT_POLL_MS = RETRY_DELAY_MS / 5;
+const GONE_AFTER_MS = 2 * RETRY_DELAY_MS + 2_000;
+
+describe('LockPool in the waiting line', () => {
+  it('leaves a free lock to the put that has waited longer, then takes the next in its claiming push', async () => {
+    const store = new FakeStore([], ['lock-a']);
+    store.line = [waiting('older')];
+    const { pool, clock } = setup(store, { lineToken: 'me' });
+    clock.onSleep = (index) => {
+      if (index === 0) {
+        store.otherMoves('lock-a', 'claimed');
+        store.line = store.line.filter((entry) => entry.token !== 'older');
+      }
+      if (index === 2) store.otherMoves('lock-a', 'unclaimed');
+    };
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+    expect(store.count('join')).toBe(1);
+    // Near the front the polls are fetches, a fifth of retry_delay apart (the first a random part).
+    expect(store.count('look')).toBe(0);
+    expect(clock.sleeps).toEqual([FRONT_POLL_MS / 2, FRONT_POLL_MS, FRONT_POLL_MS]);
+    expect(store.log.at(-1)).toBe('push leaving');
+    expect(store.line).toEqual([]);
+  });
+
+  it('takes the free lock at once when nobody waits, the reference way, with no join', async () => {
+    const store = new FakeStore([], ['lock-a']);
+    const { pool, clock } = setup(store, { lineToken: 'me' });
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+    expect(store.log).toEqual(['sync', 'apply move lock-a', 'commit c1', 'push']);
+    expect(clock.sleeps).toEqual([]);
+  });
+
+  it('further back, polls the tip at retry_delay and fetches only what it could take', async () => {
+    const store = new FakeStore(['lock-a'], []);
+    store.line = [waiting('first', 3_000), waiting('second', 2_000), waiting('third', 1_000)];
+    const { pool, clock } = setup(store, { lineToken: 'me' });
+    // The holder releases and the first in line takes it, over and over: the tip keeps moving.
+    clock.onSleep = (index) => {
+      if (index % 2 === 0) store.otherMoves('lock-a', 'unclaimed');
+      else {
+        store.otherMoves('lock-a', 'claimed');
+        store.line.shift();
+      }
+    };
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+    // Three puts took the lock before this one; it fetched only once the one ahead of it had.
+    expect(store.count('sync')).toBeLessThan(5);
+    expect(store.count('look')).toBeGreaterThanOrEqual(2);
+    expect(clock.sleeps.slice(0, 2)).toEqual([RETRY_DELAY_MS / 2, RETRY_DELAY_MS]);
+    expect(store.line).toEqual([]);
+  });
+
+  it('takes out a put ahead that leaves a free lock untaken, once it cannot be just slow', async () => {
+    const store = new FakeStore([], ['lock-a']);
+    store.line = [waiting('ghost')];
+    const { pool, clock, reporter } = setup(store, { lineToken: 'me' });
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+    expect(store.log).toContain('leave ghost');
+    expect(reporter.lines.join('\n')).toMatch(/the put ahead in line left a free lock untaken/);
+    const waited = clock.sleeps.reduce((a, b) => a + b, 0);
+    expect(waited).toBeGreaterThanOrEqual(GONE_AFTER_MS);
+    expect(waited).toBeLessThan(GONE_AFTER_MS + FRONT_POLL_MS);
+    expect(store.line).toEqual([]);
+  });
+
+  it('puts itself back in its own place when another put took it out', async () => {
+    const store = new FakeStore(['lock-a'], []);
+    const { pool, clock } = setup(store, { lineToken: 'me' });
+    const places: WaitingEntry[] = [];
+    const join = store.join.bind(store);
+    store.join = async (entry) => {
+      places.push(entry);
+      return join(entry);
+    };
+    clock.onSleep = (index) => {
+      if (index === 0) store.line = [];
+      if (index === 2) store.otherMoves('lock-a', 'unclaimed');
+    };
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+    expect(places).toEqual([waiting('me', 0), waiting('me', 0)]);
+    expect(store.line).toEqual([]);
+  });
+
+  it('waits without a place when the remote refuses the line, and says so once', async () => {
+    const store = new FakeStore(['lock-a'], []);
+    store.refuseLine = true;
+    const { pool, clock, reporter } = setup(store, { lineToken: 'me' });
+    clock.onSleep = (index) => {
+      if (index === 2) store.otherMoves('lock-a', 'unclaimed');
+    };
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+    expect(reporter.lines).toEqual([
+      "the lock repository refused the waiting line's ref (refs/pool-resource/waiting/…): waiting without a place in line",
+    ]);
+    expect(clock.sleeps).toEqual([RETRY_DELAY_MS / 2, RETRY_DELAY_MS, RETRY_DELAY_MS]);
+    expect(store.count('join')).toBe(1);
+    expect(store.log.at(-1)).toBe('push');
+  });
+
+  it('leaves the line when it times out, and when it is stopped', async () => {
+    const timedOut = new FakeStore(['lock-a'], []);
+    const first = setup(timedOut, { lineToken: 'me', waitTimeoutMs: 3_000 });
+    await expect(first.pool.run({ kind: 'acquire' })).rejects.toBeInstanceOf(WaitTimeoutError);
+    expect(timedOut.log).toContain('leave me');
+    expect(timedOut.line).toEqual([]);
+
+    const stopped = new FakeStore(['lock-a'], []);
+    const stop = new AbortController();
+    const second = setup(stopped, { lineToken: 'me', signal: stop.signal });
+    second.clock.onSleep = (index) => {
+      if (index === 1) stop.abort(new Error('SIGTERM'));
+    };
+    await expect(second.pool.run({ kind: 'acquire' })).rejects.toBeInstanceOf(CancelledError);
+    // On a signal of its own: the run's has fired.
+    expect(stopped.log).toContain('leave me');
+    expect(stopped.line).toEqual([]);
+  });
+
+  it('keeps its place after a lost race: the claiming push takes it out only when it lands', async () => {
+    const store = new FakeStore(['lock-a'], []);
+    store.pushes = ['rejected', 'pushed'];
+    const { pool, clock, reporter } = setup(store, { lineToken: 'me' });
+    clock.onSleep = (index) => {
+      if (index === 1) store.otherMoves('lock-a', 'unclaimed');
+    };
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+    expect(reporter.conflicts).toEqual(['lock-a']);
+    expect(store.count('join')).toBe(1);
+    expect(store.count('push leaving')).toBe(2);
+    expect(store.line).toEqual([]);
+  });
+
+  it('spreads puts in line over the free locks, so they do not race each other', async () => {
+    const taken: string[] = [];
+    for (const [token, ago] of [
+      ['older', 2_000],
+      ['newer', 1_000],
+    ] as const) {
+      const store = new FakeStore([], ['lock-a', 'lock-b']);
+      store.line = [waiting('older', 2_000), waiting('newer', 1_000)];
+      const clock = new FakeClock();
+      clock.time -= ago;
+      const { pool } = setup(store, { lineToken: token, clock });
+      taken.push((await pool.run({ kind: 'acquire' })).name);
+    }
+    expect(new Set(taken)).toEqual(new Set(['lock-a', 'lock-b']));
   });
 });

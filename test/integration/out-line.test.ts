@@ -1,0 +1,165 @@
+// The waiting line, end to end over a real git daemon: puts that wait for a lock take it in the
+// order they started, and no put leaves its place behind, whether it acquired, timed out, was
+// stopped or was killed outright.
+import { writeFile, chmod } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
+import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
+import { startScript, type RunningScript, type ScriptResult } from '../helpers/run-script.js';
+import { stop } from '../helpers/stopping.js';
+import { buildFolder, otherClone, refused } from '../helpers/steps.js';
+
+let repo: LockRepo;
+let daemon: GitDaemon;
+const roots: LockRepo[] = [];
+
+beforeAll(async () => {
+  repo = await createLockRepo({ pool: { claimed: ['lock-a'] } });
+  roots.push(repo);
+  daemon = await startGitDaemon(repo.root);
+});
+
+afterAll(async () => {
+  await daemon.stop();
+  for (const root of roots) await root.cleanup();
+});
+
+afterEach(async () => {
+  // Every test leaves lock-a claimed by the "holder" and nobody in line.
+  expect(await lineRefs()).toEqual([]);
+});
+
+const source = (extra: Record<string, unknown> = {}) => ({
+  uri: daemon.url(repo.bare),
+  branch: 'master',
+  pool: 'pool',
+  retry_delay: '1s',
+  ...extra,
+});
+
+/** The waiting line's refs on the remote. */
+async function lineRefs(): Promise<string[]> {
+  const out = await git(repo.bare, 'for-each-ref', '--format=%(refname)', 'refs/pool-resource/');
+  return out.split('\n').filter(Boolean);
+}
+
+async function acquire(build: string, params: Record<string, unknown> = {}, extra = {}) {
+  const run = startScript(
+    'out',
+    { source: source(extra), params: { acquire: true, ...params } },
+    { args: [await buildFolder()], env: { BUILD_URL: `https://ci/builds/${build}` } },
+  );
+  await run.waitForStderr(/waiting in line|waiting without a place/, 20_000);
+  return run;
+}
+
+function lockName(result: ScriptResult): string {
+  return (
+    JSON.parse(result.stdout) as { metadata: { name: string; value: string }[] }
+  ).metadata.find((item) => item.name === 'lock_name')!.value;
+}
+
+async function releaseByHand(): Promise<void> {
+  await otherClone(repo).release('lock-a');
+}
+
+describe('the waiting line', () => {
+  it('gives a released lock to the put that has waited longest, each in turn', async () => {
+    const waiting: { build: string; run: RunningScript }[] = [];
+    for (const build of ['1', '2', '3', '4']) {
+      waiting.push({ build, run: await acquire(build) });
+      // Polls at a random point of retry_delay: without the line, any of them could win.
+      await new Promise((resolve) => setTimeout(resolve, 150));
+    }
+    expect(await lineRefs()).toHaveLength(4);
+    const order: string[] = [];
+    for (let turn = 0; turn < waiting.length; turn++) {
+      await releaseByHand();
+      const next = await Promise.race(
+        waiting
+          .filter(({ build }) => !order.includes(build))
+          .map(({ build, run }) => run.done.then((result) => ({ build, result }))),
+      );
+      expect(next.result.code, next.result.stderr).toBe(0);
+      expect(lockName(next.result)).toBe('lock-a');
+      order.push(next.build);
+    }
+    expect(order).toEqual(['1', '2', '3', '4']);
+    expect(waiting[3]!.run.stderrSoFar()).toContain(
+      'waiting in line for pool "pool": 3 puts ahead',
+    );
+  }, 60_000);
+
+  it('takes out of the line a put killed outright, once it leaves a free lock untaken', async () => {
+    const killed = await acquire('killed');
+    const next = await acquire('next');
+    killed.child.kill('SIGKILL');
+    await killed.done;
+    await releaseByHand();
+    const started = Date.now();
+    const result = await next.done;
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stderr).toMatch(
+      /the put ahead in line left a free lock untaken for \S+: taking it out of the line/,
+    );
+    // Twice retry_delay and 2 s: the killed put could have been only slow until then.
+    expect(Date.now() - started).toBeGreaterThanOrEqual(3_500);
+  }, 30_000);
+
+  it('leaves the line when stopped, still ending within a second', async () => {
+    const waiting = await acquire('stopped');
+    expect(await lineRefs()).toHaveLength(1);
+    const stopped = await stop(waiting, 'SIGTERM');
+    expect(stopped.code).toBe(143);
+    expect(stopped.eofAfterSignal).toBeLessThan(1000);
+  });
+
+  it('leaves the line when wait_timeout ends the wait', async () => {
+    const waiting = await acquire('timed-out', { wait_timeout: '2s' });
+    const result = await waiting.done;
+    refused(result, /timed out after 2s \(params.wait_timeout\) waiting/);
+  });
+});
+
+describe('a lock repository without atomic pushes', () => {
+  it('claims first and then leaves the line in a push of its own', async () => {
+    await git(repo.bare, 'config', 'receive.advertiseAtomic', 'false');
+    try {
+      const waiting = await acquire('no-atomic');
+      expect(await lineRefs()).toHaveLength(1);
+      await releaseByHand();
+      const result = await waiting.done;
+      expect(result.code, result.stderr).toBe(0);
+      expect(lockName(result)).toBe('lock-a');
+    } finally {
+      await git(repo.bare, 'config', '--unset', 'receive.advertiseAtomic');
+    }
+  });
+});
+
+describe('a lock repository that refuses the line', () => {
+  it('still hands the lock over, waiting as the reference does', async () => {
+    const hook = join(repo.bare, 'hooks', 'pre-receive');
+    await writeFile(
+      hook,
+      [
+        '#!/bin/sh',
+        'while read old new ref; do',
+        '  case "$ref" in refs/pool-resource/*) echo "only branches here" >&2; exit 1;; esac',
+        'done',
+      ].join('\n'),
+    );
+    await chmod(hook, 0o755);
+    try {
+      const waiting = await acquire('no-line');
+      expect(waiting.stderrSoFar()).toContain("the lock repository refused the waiting line's ref");
+      await releaseByHand();
+      const result = await waiting.done;
+      expect(result.code, result.stderr).toBe(0);
+      expect(lockName(result)).toBe('lock-a');
+    } finally {
+      await writeFile(hook, '#!/bin/sh\nexit 0\n');
+    }
+  });
+});
