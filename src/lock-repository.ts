@@ -207,7 +207,8 @@ export class LockRepository {
     await mkdir(this.options.workdir, { recursive: true });
     const identity = this.ident();
     identity.catch(() => undefined);
-    await this.run(['init', '--quiet', '--bare']);
+    // Not --quiet: its line is what spares simple-git's wait after a silent command (header).
+    await this.run(['init', '--bare']);
     this.initialised = true;
     await this.fetch(['--depth=1']);
     await identity;
@@ -510,14 +511,17 @@ export class LockRepository {
     const head = await readFile(join(this.options.workdir, 'FETCH_HEAD'), 'utf8');
     let tip: string | undefined;
     const line: WaitingEntry[] = [];
+    // One row per ref fetched: `<id>\t[not-for-merge]\tbranch '<name>' of <uri>` for the
+    // branch, `<id>\t[not-for-merge]\t'<ref>' of <uri>` for any other ref.
     for (const row of head.split('\n')) {
-      const sha = /^[0-9a-f]{40,64}/.exec(row)?.[0];
-      if (!sha) continue;
-      // `<id>\t[not-for-merge]\t'<ref>' of <uri>` for a ref that is not a branch.
-      const ref = /^[^\t]*\t[^\t]*\t'([^']*)' of /.exec(row)?.[1];
-      const entry = ref === undefined ? undefined : parseEntryRef(prefix, ref);
-      if (entry) line.push(entry);
-      else tip ??= sha;
+      const match = /^([0-9a-f]{40,64})\t[^\t]*\t(branch )?'([^']*)' of /.exec(row);
+      if (!match) continue;
+      const [, sha, branch, name = ''] = match;
+      if (branch) tip ??= sha;
+      else {
+        const entry = parseEntryRef(prefix, name);
+        if (entry) line.push(entry);
+      }
     }
     if (!tip) throw new Error(`git fetch wrote no FETCH_HEAD for ${this.branchRef}`);
     this.tip = tip;

@@ -122,6 +122,26 @@ describe('the waiting line', () => {
   });
 });
 
+describe('refs in the line that no put made', () => {
+  it('are no entries, and never taken for the branch tip', async () => {
+    // An unrelated commit under the line's prefix, named unlike any entry.
+    const stray = 'refs/pool-resource/waiting/master/pool/stray';
+    const commit = (await git(repo.work, 'commit-tree', '-m', 'stray', 'HEAD^{tree}')).trim();
+    await git(repo.work, 'push', '--quiet', 'origin', `${commit}:${stray}`);
+    try {
+      const waiting = await acquire('beside-stray');
+      expect(waiting.stderrSoFar()).toContain('waiting in line for pool "pool": first');
+      await releaseByHand();
+      const result = await waiting.done;
+      expect(result.code, result.stderr).toBe(0);
+      expect(lockName(result)).toBe('lock-a');
+      expect((await repo.subjects())[0]).toBe('claiming: lock-a');
+    } finally {
+      await git(repo.bare, 'update-ref', '-d', stray);
+    }
+  });
+});
+
 describe('a lock repository without atomic pushes', () => {
   it('claims first and then leaves the line in a push of its own', async () => {
     await git(repo.bare, 'config', 'receive.advertiseAtomic', 'false');
