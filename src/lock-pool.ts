@@ -219,7 +219,13 @@ export class LockPool {
         failures = 0;
         if (result.kind === 'conflict') {
           this.reporter.conflict(result.name);
-          await this.clock.sleep(Math.floor(this.clock.random() * CONFLICT_JITTER_MS), this.signal);
+          // A put in line races no other put in line (they take different locks): the jitter
+          // would only hold up the hand-over it is entitled to.
+          if (!this.line?.joined)
+            await this.clock.sleep(
+              Math.floor(this.clock.random() * CONFLICT_JITTER_MS),
+              this.signal,
+            );
         }
       } catch (error) {
         if (!isTransient(error)) throw error;

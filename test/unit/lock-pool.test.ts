@@ -790,6 +790,9 @@ describe('LockPool in the waiting line', () => {
     };
     expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
     expect(reporter.conflicts).toEqual(['lock-a']);
+    // The first poll before its place is known, one near the front, then straight back to the
+    // next attempt after the lost race: no jitter for a put in line.
+    expect(clock.sleeps).toEqual([RETRY_DELAY_MS / 2, FRONT_POLL_MS]);
     expect(store.count('join')).toBe(1);
     expect(store.count('push leaving')).toBe(2);
     expect(store.line).toEqual([]);
