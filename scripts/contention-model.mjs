@@ -22,6 +22,10 @@
 //   two longest   whichever of the two longest waiters polls first; the same gap, but with the
 //                 earlier of two polls. Neither ordered variant counts what keeping an order
 //                 would cost (telling waiters apart needs shared state, so writes to the remote).
+//   line          the waiting line the resource keeps (src/waiting-line.ts): first come, and the
+//                 puts next in line poll five times per retry_delay, so the gap's uniform part
+//                 is a fifth of it. Its cost (an entry per waiting put) is in the bench's figures
+//                 for runs of the resource that keeps it; the model leaves it out as above.
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -105,6 +109,10 @@ const ORDERS = {
   'two longest': {
     next: (waiting) => (waiting.length > 1 && Math.random() < 0.5 ? 1 : 0),
     gap: () => release + Math.min(Math.random(), Math.random()) * retryDelay + claim,
+  },
+  line: {
+    next: () => 0,
+    gap: () => release + (Math.random() * retryDelay) / 5 + claim,
   },
 };
 
