@@ -64,6 +64,14 @@ async function releaseByHand(): Promise<void> {
   await otherClone(repo).release('lock-a');
 }
 
+/** Releases lock-a by hand and expects the waiting put to end with it. */
+async function releaseToWaiting(waiting: RunningScript): Promise<void> {
+  await releaseByHand();
+  const result = await waiting.done;
+  expect(result.code, result.stderr).toBe(0);
+  expect(lockName(result)).toBe('lock-a');
+}
+
 describe('the waiting line', () => {
   it('gives a released lock to the put that has waited longest, each in turn', async () => {
     const waiting: { build: string; run: RunningScript }[] = [];
@@ -131,10 +139,7 @@ describe('refs in the line that no put made', () => {
     try {
       const waiting = await acquire('beside-stray');
       expect(waiting.stderrSoFar()).toContain('waiting in line for pool "pool": first');
-      await releaseByHand();
-      const result = await waiting.done;
-      expect(result.code, result.stderr).toBe(0);
-      expect(lockName(result)).toBe('lock-a');
+      await releaseToWaiting(waiting);
       expect((await repo.subjects())[0]).toBe('claiming: lock-a');
     } finally {
       await git(repo.bare, 'update-ref', '-d', stray);
@@ -148,10 +153,7 @@ describe('a lock repository without atomic pushes', () => {
     try {
       const waiting = await acquire('no-atomic');
       expect(await lineRefs()).toHaveLength(1);
-      await releaseByHand();
-      const result = await waiting.done;
-      expect(result.code, result.stderr).toBe(0);
-      expect(lockName(result)).toBe('lock-a');
+      await releaseToWaiting(waiting);
     } finally {
       await git(repo.bare, 'config', '--unset', 'receive.advertiseAtomic');
     }
@@ -174,10 +176,7 @@ describe('a lock repository that refuses the line', () => {
     try {
       const waiting = await acquire('no-line');
       expect(waiting.stderrSoFar()).toContain("the lock repository refused the waiting line's ref");
-      await releaseByHand();
-      const result = await waiting.done;
-      expect(result.code, result.stderr).toBe(0);
-      expect(lockName(result)).toBe('lock-a');
+      await releaseToWaiting(waiting);
     } finally {
       await writeFile(hook, '#!/bin/sh\nexit 0\n');
     }
