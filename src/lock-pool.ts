@@ -95,6 +95,12 @@ const LATE_CLAIM_POLL_MS = 500;
  * out by the puts behind it (goneAfterMs).
  */
 const LEAVE_AFTER_STOP_MS = 600;
+/**
+ * A pool whose tip this put has not seen move for this many retry_delays is quiet: the locks are
+ * held for long, and the front of the line polls at retry_delay again (a release is then seen as
+ * soon as the reference would see it) rather than at frontPollMs for hours.
+ */
+const QUIET_AFTER_DELAYS = 10;
 /** How long a put that failed or timed out tries to take itself out of the line. */
 const LEAVE_MS = 10_000;
 
@@ -120,6 +126,9 @@ interface LineState {
   blocked: { entries: WaitingEntry[]; key: string; since: number } | undefined;
   /** A tip this put has not fetched, and since when it stands (see waitInLine). */
   unfetched: { tip: string; since: number } | undefined;
+  /** The tip at the last poll, and when this put last saw it move (see frontPollMs). */
+  lastTip: string | undefined;
+  movedAt: number;
 }
 
 export interface LockPoolOptions {
@@ -198,6 +207,8 @@ export class LockPool {
         locks: 0,
         blocked: undefined,
         unfetched: undefined,
+        lastTip: undefined,
+        movedAt: started,
       };
     }
     try {
@@ -472,7 +483,8 @@ export class LockPool {
   ): Promise<void> {
     for (;;) {
       await this.reporter.waiting(reason, wanted, this.clock.now() - started);
-      const front = line.ahead !== undefined && line.ahead.length < line.free + FRONT_SPARE;
+      const busy = this.clock.now() - line.movedAt < QUIET_AFTER_DELAYS * this.options.retryDelayMs;
+      const front = busy && line.ahead !== undefined && line.ahead.length < line.free + FRONT_SPARE;
       await this.pause(front ? frontPollMs(this.options.retryDelayMs) : undefined, reason, started);
       let remote: string | undefined;
       let seen: WaitingEntry[];
@@ -483,6 +495,10 @@ export class LockPool {
       } else {
         ({ tip: remote, line: seen } = await this.store.look());
         this.presynced = undefined;
+      }
+      if (remote !== line.lastTip) {
+        line.lastTip = remote;
+        line.movedAt = this.clock.now();
       }
       const present = seen.filter((entry) => !line.gone.has(entry.token));
       // Taken out by a put that thought this one gone, or a join whose answer was lost.

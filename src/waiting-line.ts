@@ -55,7 +55,9 @@ export function entriesAhead(line: readonly WaitingEntry[], me: WaitingEntry): W
  * the lock free all that time, since the puts behind no longer take it. A fifth of retry_delay,
  * never under 100 ms: the puts that free locks or the next hand-overs can reach (FRONT_SPARE)
  * poll this fast, and each such poll is the fetch itself (one connection, as an ls-remote is),
- * so a release costs them no second round trip. Measured with `npm run bench` (README).
+ * so a release costs them no second round trip. Only while the pool is busy: where the tip has
+ * not moved for ten retry_delays (lock-pool.ts, QUIET_AFTER_DELAYS), locks are held for long and
+ * the front polls at retry_delay again. Measured with `npm run bench` (README).
  */
 export function frontPollMs(retryDelayMs: number): number {
   return Math.min(retryDelayMs, Math.max(100, Math.round(retryDelayMs / 5)));

@@ -687,6 +687,28 @@ describe('LockPool in the waiting line', () => {
     expect(store.line).toEqual([]);
   });
 
+  it('at the front of a quiet pool, polls at retry_delay again', async () => {
+    const store = new FakeStore(['lock-a'], []);
+    const { pool, clock } = setup(store, { lineToken: 'me' });
+    // The holder keeps lock-a for two minutes.
+    clock.onSleep = () => {
+      if (clock.time >= 1_000_000 + 120_000 && store.remote.claimed.has('lock-a'))
+        store.otherMoves('lock-a', 'unclaimed');
+    };
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+    // Five polls a retry_delay while the tip moved lately (the first poll saw it, as any first
+    // does), then back to retry_delay once ten of them went by without a move.
+    const quietFrom = RETRY_DELAY_MS / 2 + 10 * RETRY_DELAY_MS;
+    let at = 0;
+    for (const ms of clock.sleeps) {
+      expect(ms, `the poll after ${at} ms`).toBe(
+        at === 0 ? RETRY_DELAY_MS / 2 : at < quietFrom ? FRONT_POLL_MS : RETRY_DELAY_MS,
+      );
+      at += ms;
+    }
+    expect(clock.sleeps.at(-1)).toBe(RETRY_DELAY_MS);
+  });
+
   it('takes the free lock at once when nobody waits, the reference way, with no join', async () => {
     const store = new FakeStore([], ['lock-a']);
     const { pool, clock } = setup(store, { lineToken: 'me' });
