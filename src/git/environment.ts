@@ -163,10 +163,10 @@ async function fill(
   const mux = await startSshMux(join(home, 'ssh.sock'), sshConfig);
   if (mux) {
     env[SSH_MUX_ENV] = mux.path;
-    // A stop ends the connections it leaves idle at once, and the others once the commands the
-    // stop lets finish have ended: a claim's push under its grace (lock-pool.ts, PUSH_GRACE_MS)
-    // must not lose its connection, or the claim it may have landed is unknown. A claim to
-    // release gets an environment of its own.
+    // A stop closes each connection a second after its last command (ssh-mux.ts), not at once:
+    // a claim's push under its grace (lock-pool.ts, PUSH_GRACE_MS) must not lose its connection,
+    // or whether the claim landed is unknown, and the put leaving the waiting line may still use
+    // one. A claim to release gets an environment of its own.
     signal?.addEventListener('abort', () => mux.stop(), { once: true });
   } else {
     const sshConfigPath = join(home, 'ssh.json');
