@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/eventually.js';
-import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
+import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { startSshMux } from '../../src/transport/ssh-mux.js';
 import { runScript, SSH_PROGRAM, startScript } from '../helpers/run-script.js';
 import { generateKey, startSshd, type KeyPair, type Sshd } from '../helpers/sshd.js';
@@ -213,5 +213,9 @@ describe('the SSH program', () => {
     expect(Date.now() - stoppedAt).toBeLessThan(1500);
     const left = await eventually(async () => (await sshProcesses(marker)).length === 0, 1000);
     expect(left).toBe(true);
+    // And it took itself out of the waiting line, over the run's own connection.
+    expect(await git(repo.bare, 'for-each-ref', '--format=%(refname)', 'refs/pool-resource/')).toBe(
+      '',
+    );
   });
 });
