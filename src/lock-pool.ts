@@ -119,9 +119,8 @@ interface LineState {
   gone: Set<string>;
   /** Entries ahead of this put at the last look (undefined before the first). */
   ahead: WaitingEntry[] | undefined;
-  /** Free locks and all locks at the last sync. */
+  /** Free locks at the last sync. */
   free: number;
-  locks: number;
   /** Entries entitled to free locks they have not taken, and since when (see goneAfterMs). */
   blocked: { entries: WaitingEntry[]; key: string; since: number } | undefined;
   /** A tip this put has not fetched, and since when it stands (see waitInLine). */
@@ -204,7 +203,6 @@ export class LockPool {
         gone: new Set(),
         ahead: undefined,
         free: 0,
-        locks: 0,
         blocked: undefined,
         unfetched: undefined,
         lastTip: undefined,
@@ -277,7 +275,6 @@ export class LockPool {
     if (line) {
       const free = freeLocks(state);
       line.free = free.length;
-      line.locks = free.length + state.claimed.size;
       if (free.length > 0) {
         const turn = await this.turnInLine(line, tip);
         if (turn === 'wait') {
