@@ -62,7 +62,7 @@ const PASS_THROUGH = [
   'NO_PROXY',
 ];
 
-/** `signal`: the run's cancellation; it also closes the run's SSH connections. */
+/** `signal`: the run's cancellation; its abort lets the run's SSH connections close (see below). */
 export async function createGitEnvironment(
   source: Source,
   parentEnv: NodeJS.ProcessEnv,
