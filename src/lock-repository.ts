@@ -77,7 +77,8 @@ export class LockRepository {
 
   /**
    * The branch tip and the pool's waiting line on the remote, without fetching anything: one
-   * ls-remote, the same one connection as asking for the tip alone.
+   * ls-remote, the same one connection as asking for the tip alone. Needs no repository: runs in
+   * the private home.
    */
   async look(): Promise<{ tip: string | undefined; line: WaitingEntry[] }> {
     const prefix = this.linePrefix;
@@ -138,17 +139,6 @@ export class LockRepository {
     return classifyPush(out, ref);
   }
 
-  /** The branch tip on the remote without fetching anything (cheap: one ls-remote). */
-  async remoteTip(): Promise<string | undefined> {
-    // Needs no repository: runs in the private home.
-    const out = await this.git.run(['ls-remote', '--', this.options.uri, this.branchRef]);
-    for (const line of out.split('\n')) {
-      const [sha, ref] = line.split('\t');
-      if (ref === this.branchRef && sha) return sha;
-    }
-    return undefined;
-  }
-
   /** Fetches the branch tip (depth 1); the next attempt starts from exactly that commit. */
   async sync(): Promise<string> {
     try {
@@ -159,7 +149,12 @@ export class LockRepository {
       // Asked only to tell a missing branch apart; when the server cannot be reached either,
       // the fetch's own message is the one to report.
       const remote =
-        error instanceof GitCommandError ? await this.remoteTip().catch(() => null) : null;
+        error instanceof GitCommandError
+          ? await this.look().then(
+              ({ tip }) => tip,
+              () => null,
+            )
+          : null;
       if (remote === undefined) {
         throw new OperationError(
           `branch "${this.options.branch}" does not exist in ${displayUri(this.options.uri)}`,
@@ -417,7 +412,7 @@ export class LockRepository {
   /** Whether the remote branch tip is the commit we just tried to push. */
   private async landed(commit: string): Promise<boolean> {
     try {
-      return (await this.remoteTip()) === commit;
+      return (await this.look()).tip === commit;
     } catch {
       return false;
     }
