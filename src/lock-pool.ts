@@ -418,10 +418,8 @@ export class LockPool {
       const offset = Number.parseInt(tip.slice(0, 8), 16) || 0;
       return (ahead.length + offset) % line.free;
     }
-    const entitled = ahead.slice(0, line.free);
-    const key = entitled.map((entry) => entry.token).join(' ');
-    if (line.blocked?.key !== key)
-      line.blocked = { entries: entitled, key, since: this.clock.now() };
+    const entitled = entitledAhead(ahead, line.free);
+    if (line.blocked?.key !== entitled.key) line.blocked = { ...entitled, since: this.clock.now() };
     return (await this.takePlace(line)) ? 'wait' : undefined;
   }
 
@@ -447,12 +445,12 @@ export class LockPool {
   private async takeOutGone(line: LineState, ahead: readonly WaitingEntry[]): Promise<boolean> {
     const blocked = line.blocked;
     if (!blocked || line.free === 0) return false;
-    const key = ahead
-      .slice(0, line.free)
-      .map((entry) => entry.token)
-      .join(' ');
     const waited = this.clock.now() - blocked.since;
-    if (key !== blocked.key || waited < Math.max(...blocked.entries.map(goneAfterMs))) return false;
+    if (
+      entitledAhead(ahead, line.free).key !== blocked.key ||
+      waited < Math.max(...blocked.entries.map(goneAfterMs))
+    )
+      return false;
     for (const entry of blocked.entries) line.gone.add(entry.token);
     line.blocked = undefined;
     const count = blocked.entries.length;
@@ -545,6 +543,15 @@ export class LockPool {
   private throwIfCancelled(): void {
     if (this.signal.aborted) throw new CancelledError(this.signal.reason);
   }
+}
+
+/** The entries ahead that the free locks go to, and a key telling that set apart. */
+function entitledAhead(
+  ahead: readonly WaitingEntry[],
+  free: number,
+): { entries: WaitingEntry[]; key: string } {
+  const entries = ahead.slice(0, free);
+  return { entries, key: entries.map((entry) => entry.token).join(' ') };
 }
 
 function isTransient(error: unknown): boolean {
