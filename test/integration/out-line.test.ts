@@ -94,6 +94,10 @@ describe('the waiting line', () => {
       order.push(next.build);
     }
     expect(order).toEqual(['1', '2', '3', '4']);
+    // The reference's phrase for what a waiting put waits for is kept.
+    expect(waiting[3]!.run.stderrSoFar()).toContain(
+      'waiting for lock: no unclaimed lock in pool "pool" (1 claimed, 0 unclaimed)',
+    );
     expect(waiting[3]!.run.stderrSoFar()).toContain(
       'waiting in line for pool "pool": 3 puts ahead',
     );

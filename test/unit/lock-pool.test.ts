@@ -670,7 +670,8 @@ describe('LockPool in the waiting line', () => {
   it('leaves a free lock to the put that has waited longer, then takes the next in its claiming push', async () => {
     const store = new FakeStore([], ['lock-a']);
     store.line = [waiting('older')];
-    const { pool, clock } = setup(store, { lineToken: 'me' });
+    const setupResult = setup(store, { lineToken: 'me' });
+    const { pool, clock } = setupResult;
     clock.onSleep = (index) => {
       if (index === 0) {
         store.otherMoves('lock-a', 'claimed');
@@ -678,7 +679,14 @@ describe('LockPool in the waiting line', () => {
       }
       if (index === 2) store.otherMoves('lock-a', 'unclaimed');
     };
+    const { reporter } = setupResult;
     expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+    // First the free lock it may not take, then what it waits for once none is free.
+    expect(reporter.waits).toEqual([
+      'the unclaimed lock in pool "envs" goes to puts that have waited longer (0 claimed, 1 unclaimed)',
+      'no unclaimed lock in pool "envs" (1 claimed, 0 unclaimed)',
+      'no unclaimed lock in pool "envs" (1 claimed, 0 unclaimed)',
+    ]);
     expect(store.count('join')).toBe(1);
     // Near the front the polls are fetches, a fifth of retry_delay apart (the first a random part).
     expect(store.count('look')).toBe(0);
