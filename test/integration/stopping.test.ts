@@ -311,7 +311,6 @@ async function stopDuringClone(options: { endsOnSignal: boolean }) {
 async function standInForClone(lockRepo: LockRepo, { endsOnSignal }: { endsOnSignal: boolean }) {
   const bin = join(lockRepo.root, 'bin');
   const heard = join(lockRepo.root, 'heard');
-  const realGit = execFileSync('which', ['git'], { encoding: 'utf8' }).trim();
   await mkdir(bin);
   await writeFile(
     join(bin, 'clone.mjs'),
@@ -326,17 +325,11 @@ async function standInForClone(lockRepo: LockRepo, { endsOnSignal }: { endsOnSig
       'setTimeout(() => undefined, 20_000);',
     ].join('\n'),
   );
-  await writeFile(
-    join(bin, 'git'),
-    [
-      '#!/bin/sh',
-      `[ "$1" = clone ] || exec '${realGit}' "$@"`,
-      `exec '${process.execPath}' '${join(bin, 'clone.mjs')}'`,
-    ].join('\n'),
-  );
-  await chmod(join(bin, 'git'), 0o755);
   return {
-    env: { PATH: `${bin}:${process.env.PATH ?? ''}` },
+    env: await gitStandIn(
+      bin,
+      `[ "$1" = clone ] && exec '${process.execPath}' '${join(bin, 'clone.mjs')}'`,
+    ),
     heard,
     /** The signals it received, in order. */
     signals: async () => (await readFile(heard, 'utf8')).split('\n').filter(Boolean).slice(1),
@@ -458,18 +451,24 @@ async function standInBeforePush(
 ): Promise<{ env: Record<string, string>; marker: string }> {
   const bin = join(lockRepo.root, 'push-bin');
   const marker = join(lockRepo.root, 'push-starting');
-  const realGit = execFileSync('which', ['git'], { encoding: 'utf8' }).trim();
   await mkdir(bin);
-  await writeFile(
-    join(bin, 'git'),
-    [
-      '#!/bin/sh',
-      `if [ "$1" = push ] && [ ! -e '${marker}' ]; then : > '${marker}'; sleep 0.5; fi`,
-      `exec '${realGit}' "$@"`,
-    ].join('\n'),
+  const env = await gitStandIn(
+    bin,
+    `if [ "$1" = push ] && [ ! -e '${marker}' ]; then : > '${marker}'; sleep 0.5; fi`,
   );
+  return { env, marker };
+}
+
+/**
+ * Writes `bin/git`, a shell script that runs `first` (a line that may exec something else) and
+ * then the real git, found with `which` as the package test does; returns the PATH putting it
+ * first.
+ */
+async function gitStandIn(bin: string, first: string): Promise<Record<string, string>> {
+  const realGit = execFileSync('which', ['git'], { encoding: 'utf8' }).trim();
+  await writeFile(join(bin, 'git'), ['#!/bin/sh', first, `exec '${realGit}' "$@"`].join('\n'));
   await chmod(join(bin, 'git'), 0o755);
-  return { env: { PATH: `${bin}:${process.env.PATH ?? ''}` }, marker };
+  return { PATH: `${bin}:${process.env.PATH ?? ''}` };
 }
 
 /** A server hook holding the first push for `seconds`; the returned file appears when it starts. */
