@@ -3,6 +3,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    // Rebuilds a dist/ older than src/ before any test spawns assets/* (test/stale-build.ts).
+    globalSetup: ['test/stale-build.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     // Integration tests spawn git, daemons and the resource scripts: two cores, so keep it modest.

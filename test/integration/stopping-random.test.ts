@@ -176,12 +176,13 @@ async function stopAtRandom(
     const context = `run ${i}, SIGTERM ${delay} ms after spawn (an acquire takes ${span} ms)`;
     const run = await start();
     const finished = await Promise.race([run.done, sleep(delay).then(() => undefined)]);
-    const result: ScriptResult | Stopped = finished ?? (await stop(run, 'SIGTERM'));
-    if ('exitAfterSignal' in result) {
-      exits.push(result.exitAfterSignal);
-      eofs.push(result.eofAfterSignal);
+    const stopped: Stopped | undefined = finished ? undefined : await stop(run, 'SIGTERM');
+    const result: ScriptResult = stopped ?? finished!;
+    if (stopped) {
+      exits.push(stopped.exitAfterSignal);
+      eofs.push(stopped.eofAfterSignal);
       // Well inside the 10 s before Concourse's SIGKILL, release included.
-      expect(result.eofAfterSignal, context).toBeLessThan(6000);
+      expect(stopped.eofAfterSignal, context).toBeLessThan(6000);
     }
     expect(await run.leftovers(), context).toEqual([]);
     expect(await remoteLockFiles(), context).toEqual([]);
