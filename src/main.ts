@@ -145,10 +145,11 @@ function reportFailure(log: Logger, error: unknown): void {
 }
 
 /**
- * The largest request read from stdin. A request is `source` and `params`: a 16 kB RSA key, a
- * known_hosts of a few hundred hosts and a long git_config are tens of kilobytes together.
+ * The largest request read from stdin. A request is `source` and `params`: even a 16384-bit RSA
+ * key (12 kB as PEM), a known_hosts of a few hundred hosts and a long git_config are tens of
+ * kilobytes together.
  */
-export const MAX_REQUEST_BYTES = 1024 * 1024;
+const MAX_REQUEST_BYTES = 1024 * 1024;
 
 /**
  * The request on stdin, up to MAX_REQUEST_BYTES. A stop signal ends the read at once: a writer

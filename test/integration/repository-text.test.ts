@@ -64,10 +64,10 @@ describe('text from the lock repository', () => {
     expect(waited.code).toBe(143);
     expectNothingRaw(waited.stderr);
     const line = waited.stderr.split('\n').find((text) => text.startsWith('waiting for lock'));
-    expect(line).toContain(`"by-trailer" by https://ci/${SHOWN}/1 since 2026-01-02T03:04:05Z`);
+    expect(line).toContain(`"by-trailer" held by https://ci/${SHOWN}/1 since 2026-01-02T03:04:05Z`);
     // A Build URL line ends at the carriage return (it ends a line for the parser too).
-    expect(line).toContain(`"by-url" by https://ci/\\x1b[2J since 2026-01-02T03:04:05Z`);
-    expect(line).toContain(`"by-author" by Mallory ${SHOWN} <fixture@localhost> since`);
+    expect(line).toContain(`"by-url" held by https://ci/\\x1b[2J since 2026-01-02T03:04:05Z`);
+    expect(line).toContain(`"by-author" held by Mallory ${SHOWN} <fixture@localhost> since`);
 
     const flags = ['--uri', repo.bare, '--branch', repo.branch, '--pool', 'pool'];
     const table = await runScript('pool', '', { args: ['status', ...flags] });
