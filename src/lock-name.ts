@@ -30,15 +30,32 @@ export function poolNameProblem(pool: string): string | undefined {
 /** Longest value quoted in a message: a megabyte-long field must not become a megabyte-long line. */
 const MAX_QUOTED_CHARS = 80;
 
-/** Shows control characters as escapes so an error line stays one line, and cuts long values short. */
+/**
+ * Characters that act on a terminal or a log instead of showing: C0 and C1 controls (escape
+ * sequences, carriage returns, newlines), DEL, Unicode line separators and bidirectional overrides.
+ */
+// eslint-disable-next-line no-control-regex
+const UNSHOWABLE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+
+/**
+ * The one filter for text on its way to stderr, stdout or a terminal: every character that would
+ * act rather than show becomes a visible escape (`\x1b`, `\u202e`), nothing is cut. Text from the
+ * lock repository (lock names, trailers, build URLs, authors) is anyone's who can push there.
+ */
+export function showable(text: string): string {
+  return text.replace(UNSHOWABLE, (c) => {
+    const code = c.charCodeAt(0);
+    return code <= 0xff
+      ? `\\x${code.toString(16).padStart(2, '0')}`
+      : `\\u${code.toString(16).padStart(4, '0')}`;
+  });
+}
+
+/** A value quoted in a message: shown as showable() does, and cut short when long. */
 export function printable(text: string): string {
   const shown =
     text.length > MAX_QUOTED_CHARS
       ? `${text.slice(0, MAX_QUOTED_CHARS).replace(/[\uD800-\uDBFF]$/, '')}… (${text.length} characters)`
       : text;
-  return shown.replace(
-    // eslint-disable-next-line no-control-regex
-    /[\u0000-\u001f\u007f-\u009f]/g,
-    (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`,
-  );
+  return showable(shown);
 }

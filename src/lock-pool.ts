@@ -283,7 +283,8 @@ export class LockPool {
           // (a fetch). A put that already waits keeps saying what it waits for.
           const { reason, wanted } = line.waitingFor ?? {
             reason: `the unclaimed ${free.length === 1 ? 'lock' : 'locks'} in pool "${this.options.pool}" ${free.length === 1 ? 'goes' : 'go'} to puts that have waited longer (${state.claimed.size} claimed, ${free.length} unclaimed)`,
-            wanted: [],
+            // After those, this put waits for a claimed one: its holders are worth naming.
+            wanted: [...state.claimed].sort(),
           };
           await this.waitInLine(line, tip, reason, wanted, started);
           return { kind: 'waited' };

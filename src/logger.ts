@@ -1,4 +1,6 @@
-// The one writer of human-readable output: stderr, with every registered secret masked.
+// The one writer of human-readable output: stderr, with every registered secret masked and every
+// line passed through the one display filter (showable), whatever part of it came from where.
+import { showable } from './lock-name.js';
 
 export type Write = (text: string) => void;
 
@@ -40,12 +42,13 @@ export class Logger {
     return result;
   }
 
+  /** One line, whatever the message holds: a newline or an escape sequence in it is shown escaped. */
   info(message: string): void {
-    this.write(`${this.redact(message)}\n`);
+    this.write(`${showable(this.redact(message))}\n`);
   }
 
   error(message: string): void {
-    this.write(`${this.redact(message)}\n`);
+    this.write(`${showable(this.redact(message))}\n`);
   }
 }
 

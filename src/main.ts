@@ -144,13 +144,56 @@ function reportFailure(log: Logger, error: unknown): void {
   log.error(/^(error|invalid payload)\b/.test(message) ? message : `error: ${message}`);
 }
 
-async function readStdin(signal: AbortSignal): Promise<string> {
+/**
+ * The largest request read from stdin. A request is `source` and `params`: even a 16384-bit RSA
+ * key (12 kB as PEM), a known_hosts of a few hundred hosts and a long git_config are tens of
+ * kilobytes together.
+ */
+const MAX_REQUEST_BYTES = 1024 * 1024;
+
+/**
+ * The request on stdin, up to MAX_REQUEST_BYTES. A stop signal ends the read at once: a writer
+ * that never closes stdin must not hold the run until the hard exit.
+ */
+function readStdin(signal: AbortSignal): Promise<string> {
+  const stdin = process.stdin;
   const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) {
-    chunks.push(chunk as Buffer);
-    if (signal.aborted) break;
-  }
-  return Buffer.concat(chunks).toString('utf8');
+  let size = 0;
+  return new Promise<string>((resolve, reject) => {
+    const settle = (outcome: () => void) => {
+      stdin.off('data', onData).off('end', onEnd).off('error', onError);
+      signal.removeEventListener('abort', onAbort);
+      outcome();
+    };
+    const stopReading = () => {
+      stdin.pause();
+      stdin.destroy();
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= MAX_REQUEST_BYTES) {
+        chunks.push(chunk);
+        return;
+      }
+      stopReading();
+      settle(() =>
+        reject(
+          new ConfigurationError([
+            `invalid payload (the request on stdin is larger than ${MAX_REQUEST_BYTES / 1024 / 1024} MiB)`,
+          ]),
+        ),
+      );
+    };
+    const onEnd = () => settle(() => resolve(Buffer.concat(chunks).toString('utf8')));
+    const onError = (error: Error) => settle(() => reject(error));
+    const onAbort = () => {
+      stopReading();
+      settle(() => reject(new CancelledError(signal.reason)));
+    };
+    if (signal.aborted) return onAbort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    stdin.on('data', onData).on('end', onEnd).on('error', onError);
+  });
 }
 
 function writeStdout(text: string): Promise<void> {

@@ -42,7 +42,10 @@ export class ProgressReporter implements PoolReporter {
     else this.log.info(`still waiting for lock (${formatMs(waitedMs)}): ${line}`);
   }
 
-  /** `; held by …` for the wanted locks that are claimed, or nothing when none is (or unknown). */
+  /**
+   * `; "lock-a" held by URL since … (for …)` for each wanted lock that is claimed (SPEC §8), or
+   * nothing when none is (or the lookup failed).
+   */
   private async lookUp(wanted: readonly string[]): Promise<string> {
     if (!this.holders || this.holdersBroken || wanted.length === 0) return '';
     let records: LockRecord[];
@@ -57,10 +60,6 @@ export class ProgressReporter implements PoolReporter {
     if (records.length === 0) return '';
     const now = this.now();
     const depth = this.holders.searchedDepth;
-    if (wanted.length === 1 && records.length === 1) {
-      const holder = describeHolder(records[0]!, now, depth);
-      return holder.startsWith('by ') ? `; held ${holder}` : `; ${holder}`;
-    }
     // Longest held first: the lock someone forgot is the one worth seeing.
     const sorted = [...records].sort(
       (a, b) => (a.since?.getTime() ?? -Infinity) - (b.since?.getTime() ?? -Infinity),
@@ -68,11 +67,11 @@ export class ProgressReporter implements PoolReporter {
     const shown = sorted.slice(0, MAX_HOLDERS_SHOWN).map((record) => {
       const holder = describeHolder(record, now, depth);
       return holder.startsWith('by ')
-        ? `"${record.name}" ${holder}`
-        : `"${record.name}" (${holder})`;
+        ? `"${record.name}" held ${holder}`
+        : `"${record.name}": ${holder}`;
     });
     const more = sorted.length - shown.length;
-    return `; held: ${shown.join(', ')}${more > 0 ? `, and ${more} more` : ''}`;
+    return `; ${shown.join(', ')}${more > 0 ? `, and ${more} more` : ''}`;
   }
 
   conflict(name: string): void {

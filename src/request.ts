@@ -276,9 +276,11 @@ const sourceSchema = z
     gitTimeoutMs: raw.git_timeout ?? DEFAULT_GIT_TIMEOUT_MS,
   }));
 
-const commitRef = z
-  .string({ error: 'invalid payload (version.ref must be a string)' })
-  .regex(/^[0-9a-f]{4,64}$/i, 'invalid payload (version.ref must be a commit id)');
+/** A full or abbreviated commit id: the only versions ever compared with the branch's commits. */
+const COMMIT_ID = /^[0-9a-f]{4,64}$/i;
+
+const anyRef = z.string({ error: 'invalid payload (version.ref must be a string)' });
+const commitRef = anyRef.regex(COMMIT_ID, 'invalid payload (version.ref must be a commit id)');
 
 const versionSchema = z.looseObject(
   { ref: commitRef },
@@ -290,7 +292,8 @@ const checkSchema = z.looseObject({
   source: z.unknown().optional(),
   version: z
     .looseObject(
-      { ref: commitRef.nullish() },
+      // Any string: one that is not a commit id is a version no longer on the branch (§4).
+      { ref: anyRef.nullish() },
       { error: 'invalid payload (version must be an object with a ref)' },
     )
     .nullish(),
@@ -501,11 +504,15 @@ export async function parseCheckRequest(text: string): Promise<Parsed<CheckReque
   const source = await parseSource((raw as { source?: unknown }).source, problems, warnings);
   const envelope = checkSchema.safeParse(raw);
   if (!envelope.success) problems.push(...issueLines(envelope.error));
-  return finish(
-    problems,
-    () => ({ source: source!, version: envelope.data?.version?.ref ?? undefined }),
-    warnings,
-  );
+  // The reference answers such a version (its own test sends "bogus-ref") as an unknown commit:
+  // with the latest commit that touched the pool. It never reaches git, not even as a revision.
+  const ref = envelope.data?.version?.ref ?? undefined;
+  const version = ref !== undefined && COMMIT_ID.test(ref) ? ref : undefined;
+  if (ref !== undefined && ref !== '' && version === undefined)
+    warnings.push(
+      `version.ref "${printable(ref)}" is not a commit id: answering with the latest commit that touched the pool`,
+    );
+  return finish(problems, () => ({ source: source!, version }), warnings);
 }
 
 export async function parseInRequest(text: string): Promise<Parsed<InRequest>> {

@@ -1,6 +1,4 @@
 // `out`: one put, exactly one operation, through the lock policy.
-import { readFile, realpath, stat } from 'node:fs/promises';
-import { isAbsolute, join, relative, resolve } from 'node:path';
 import { buildInfoFromEnv } from '../build-info.js';
 import type { CommandContext } from '../context.js';
 import { ConfigurationError, OperationError } from '../errors.js';
@@ -9,6 +7,7 @@ import type { ResolvedOperation } from '../lock-operation.js';
 import { runLockOperation } from '../lock-run.js';
 import { parseOutRequest, type OutOperation } from '../request.js';
 import { lockResponse, openSession, readRequest } from '../session.js';
+import { readStepFile, stepFolder, type StepFolder } from '../step-folder.js';
 
 export async function runOut(ctx: CommandContext) {
   const request = await readRequest(ctx, parseOutRequest);
@@ -36,58 +35,27 @@ export async function runOut(ctx: CommandContext) {
 async function resolveOperation(operation: OutOperation, src: string): Promise<ResolvedOperation> {
   if (operation.kind === 'acquire' || operation.kind === 'claim') return operation;
   const folder = await stepFolder(src, operation.step, operation.kind);
-  const name = await readName(folder, operation.kind);
+  const name = await readName(folder);
   if (operation.kind === 'add' || operation.kind === 'add_claimed' || operation.kind === 'update') {
-    let metadata: Buffer;
-    try {
-      metadata = await readFile(join(folder, 'metadata'));
-    } catch {
+    const metadata = await readStepFile(folder, 'metadata');
+    if (metadata === undefined)
       throw new ConfigurationError([
         `error reading ${operation.kind}: ${printable(operation.step)}/metadata does not exist or cannot be read`,
       ]);
-    }
     return { kind: operation.kind, name, metadata };
   }
   return { kind: operation.kind, name };
 }
 
-async function stepFolder(src: string, step: string, field: string): Promise<string> {
-  const root = resolve(src);
-  const folder = resolve(root, step);
-  const outside = (path: string, base: string) => {
-    const rel = relative(base, path);
-    return rel.startsWith('..') || isAbsolute(rel);
-  };
-  if (isAbsolute(step) || outside(folder, root)) {
-    throw new ConfigurationError([
-      `invalid payload (${field}: step folder "${printable(step)}" is outside the build's folder)`,
-    ]);
-  }
-  let real: string;
-  try {
-    real = await realpath(folder);
-    if (!(await stat(real)).isDirectory()) throw new Error('not a folder');
-  } catch {
-    throw new ConfigurationError([
-      `invalid payload (${field}: step folder "${printable(step)}" does not exist)`,
-    ]);
-  }
-  if (outside(real, await realpath(root))) {
-    throw new ConfigurationError([
-      `invalid payload (${field}: step folder "${printable(step)}" is outside the build's folder)`,
-    ]);
-  }
-  return real;
-}
-
-async function readName(folder: string, field: string): Promise<string> {
-  let text: string;
-  try {
-    text = await readFile(join(folder, 'name'), 'utf8');
-  } catch {
+async function readName(folder: StepFolder): Promise<string> {
+  const { field } = folder;
+  const bytes = await readStepFile(folder, 'name');
+  if (bytes === undefined)
     throw new OperationError(`error reading ${field}: the step folder has no "name" file`);
-  }
-  const name = text.replace(/\r?\n$/, '').trim();
+  const name = bytes
+    .toString('utf8')
+    .replace(/\r?\n$/, '')
+    .trim();
   if (name === '') throw new OperationError(`error reading ${field}: the "name" file is empty`);
   const problem = lockNameProblem(name);
   if (problem) throw new OperationError(`error reading ${field}: lock name ${problem}`);

@@ -1,6 +1,7 @@
 // `pool status` output: a table for people, or JSON for scripts, from the locks' records.
 import { formatMs } from '../errors.js';
 import { formatInstant, type LockRecord } from '../lock-holders.js';
+import { showable } from '../lock-name.js';
 
 export interface StatusEntry {
   name: string;
@@ -27,14 +28,17 @@ export function statusEntries(records: readonly LockRecord[]): StatusEntry[] {
   });
 }
 
-/** Left-aligned columns, two spaces apart; `-` where there is nothing to say, `?` if unknown. */
+/**
+ * Left-aligned columns, two spaces apart; `-` where there is nothing to say, `?` if unknown. Names
+ * and holders come from the repository: shown through the display filter, like every stderr line.
+ */
 export function statusTable(entries: readonly StatusEntry[], now: number): string {
   const rows = [
     ['LOCK', 'STATE', 'HOLDER', 'SINCE', 'FOR'],
     ...entries.map((entry) => [
-      entry.name,
+      showable(entry.name),
       entry.state,
-      entry.state === 'claimed' ? (entry.claimed_by ?? '?') : '-',
+      entry.state === 'claimed' ? showable(entry.claimed_by ?? '?') : '-',
       entry.since ?? '?',
       entry.since ? formatMs(Math.max(0, now - Date.parse(entry.since))) : '?',
     ]),

@@ -56,7 +56,7 @@ export function matchesHost(patterns: readonly string[], host: string, port: num
     }
     const negated = pattern.startsWith('!');
     const body = (negated ? pattern.slice(1) : pattern).toLowerCase();
-    if (wildcard(body, name)) {
+    if (globMatches(body, name)) {
       if (negated) return false;
       matched = true;
     }
@@ -71,12 +71,39 @@ function hashedMatches(pattern: string, name: string): boolean {
   return digest === hash;
 }
 
-function wildcard(pattern: string, name: string): boolean {
-  const regex = pattern
-    .replace(/[.+^${}()|[\]\\]/g, '\\$&')
-    .replace(/\*/g, '.*')
-    .replace(/\?/g, '.');
-  return new RegExp(`^${regex}$`).test(name);
+/**
+ * OpenSSH's host glob (`*` any run, `?` one character), without backtracking: a field of
+ * thousands of `*` is user input, and a regex built from it backtracks exponentially in the
+ * process that runs the SSH transport, freezing its event loop (and its signal handling).
+ * Two pointers, going back only to the last `*`; a pattern needing more characters than the
+ * name has is refused first, so the work is linear in the pattern and at most quadratic in the
+ * (short) host name.
+ */
+export function globMatches(pattern: string, name: string): boolean {
+  let literal = 0;
+  for (let i = 0; i < pattern.length; i++) if (pattern[i] !== '*') literal++;
+  if (literal > name.length) return false;
+  let p = 0;
+  let n = 0;
+  let star = -1;
+  let resume = 0;
+  while (n < name.length) {
+    const c = pattern[p];
+    if (c === '*') {
+      star = p++;
+      resume = n;
+    } else if (c !== undefined && (c === '?' || c === name[n])) {
+      p++;
+      n++;
+    } else if (star !== -1) {
+      p = star + 1;
+      n = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (pattern[p] === '*') p++;
+  return p === pattern.length;
 }
 
 /** The key types pinned for this host, so the handshake can ask for one of them first. */

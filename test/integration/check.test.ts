@@ -1,5 +1,5 @@
 // `check` run as Concourse runs it: the commits that touched the pool, oldest first.
-import { writeFile } from 'node:fs/promises';
+import { access, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGitDaemon } from '../helpers/git-daemon.js';
@@ -72,6 +72,16 @@ describe('check', () => {
 
   it('returns only the latest when the version is unknown', async () => {
     expect(succeeded(await check({ ref: 'deadbeef'.repeat(5) }))).toEqual(refs('releaseA'));
+  });
+
+  it('returns only the latest when the version is not a commit id (the reference sends "bogus-ref")', async () => {
+    const bogus = await check({ ref: 'bogus-ref' });
+    expect(succeeded(bogus)).toEqual(refs('releaseA'));
+    expect(bogus.stderr).toContain('version.ref "bogus-ref" is not a commit id');
+    // Never handed to git: as an option it would write this file.
+    const target = join(repo.bare, 'written-by-git');
+    expect(succeeded(await check({ ref: `--output=${target}` }))).toEqual(refs('releaseA'));
+    await expect(access(target)).rejects.toThrow();
   });
 
   it('returns only the latest when the version is not on the branch', async () => {

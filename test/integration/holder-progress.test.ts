@@ -68,7 +68,7 @@ describe('holder-aware waiting progress', () => {
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(
       new RegExp(
-        `^waiting for lock: lock "lock-a" in pool "pool" is claimed; held by https://ci\\.example\\.com/builds/1 since ${claimedAt} \\(for \\d+(\\.\\d)?m?s\\)$`,
+        `^waiting for lock: lock "lock-a" in pool "pool" is claimed; "lock-a" held by https://ci\\.example\\.com/builds/1 since ${claimedAt} \\(for \\d+(\\.\\d)?m?s\\)$`,
       ),
     );
   });
@@ -83,7 +83,7 @@ describe('holder-aware waiting progress', () => {
     await push();
     const result = await untilWaiting({ claim: 'lock-a' }, await tempDir());
     expect(waitingLines(result.stderr)[0]).toMatch(
-      /is claimed; held by https:\/\/old\.example\.com\/builds\/7 since 2026-01-02T03:04:05Z \(for \d+h(\d+m)?\)$/,
+      /is claimed; "lock-a" held by https:\/\/old\.example\.com\/builds\/7 since 2026-01-02T03:04:05Z \(for \d+h(\d+m)?\)$/,
     );
   });
 
@@ -93,7 +93,7 @@ describe('holder-aware waiting progress', () => {
     await push();
     const result = await untilWaiting({ check: 'lock' }, await stepWith('lock-a'));
     expect(waitingLines(result.stderr)[0]).toContain(
-      'held by Fixture <fixture@localhost> since 2026-03-04T05:06:07Z',
+      '"lock-a" held by Fixture <fixture@localhost> since 2026-03-04T05:06:07Z',
     );
   });
 
@@ -107,7 +107,7 @@ describe('holder-aware waiting progress', () => {
     await appendCommits(120);
     const result = await untilWaiting({ update: 'lock' }, await stepWith('lock-a', 'new\n'));
     expect(waitingLines(result.stderr)[0]).toContain(
-      'held by https://deep.example.com/builds/1 since 2026-02-03T04:05:06Z',
+      '"lock-a" held by https://deep.example.com/builds/1 since 2026-02-03T04:05:06Z',
     );
   });
 
@@ -126,7 +126,7 @@ describe('holder-aware waiting progress', () => {
     const result = await running.done;
     expect(result.code).toBe(143);
     expect(waitingLines(result.stderr)[0]).toBe(
-      'waiting for lock: lock "lock-a" in pool "pool" is claimed; holder not found in the last 1360 commits',
+      'waiting for lock: lock "lock-a" in pool "pool" is claimed; "lock-a": holder not found in the last 1360 commits',
     );
   });
 
@@ -150,7 +150,19 @@ describe('holder-aware waiting progress', () => {
     expect(result.stderr).toContain('acquiring lock on: pool');
     const [line] = waitingLines(result.stderr);
     expect(line).toMatch(
-      /^waiting for lock: no unclaimed lock in pool "pool" \(4 claimed, 0 unclaimed\); held: "d" by https:\/\/ci\/builds\/d since 2026-03-01T00:00:00Z \(for \d+h\d*m?\), "b" by https:\/\/ci\/builds\/b since 2026-04-01T00:00:00Z \(for [^)]+\), "a" by https:\/\/ci\/builds\/a since 2026-05-01T00:00:00Z \(for [^)]+\), and 1 more$/,
+      /^waiting for lock: no unclaimed lock in pool "pool" \(4 claimed, 0 unclaimed\); "d" held by https:\/\/ci\/builds\/d since 2026-03-01T00:00:00Z \(for \d+h\d*m?\), "b" held by https:\/\/ci\/builds\/b since 2026-04-01T00:00:00Z \(for [^)]+\), "a" held by https:\/\/ci\/builds\/a since 2026-05-01T00:00:00Z \(for [^)]+\), and 1 more$/,
+    );
+  });
+
+  it('in line behind a put that the free lock goes to, names the holders of the claimed ones', async () => {
+    repo = await createLockRepo({ pool: { unclaimed: ['lock-a', 'lock-b'] } });
+    await claimAs('https://ci/builds/1', { claim: 'lock-a' });
+    // A put ahead in line (left by a stopped build, say) is entitled to lock-b, the free one.
+    const ahead = `refs/pool-resource/waiting/master/pool/${Date.now() - 60_000}-3600000-ahead`;
+    await git(repo.bare, 'update-ref', ahead, repo.branch);
+    const result = await untilWaiting({ acquire: true }, await tempDir());
+    expect(waitingLines(result.stderr)[0]).toMatch(
+      /^waiting for lock: the unclaimed lock in pool "pool" goes to puts that have waited longer \(1 claimed, 1 unclaimed\); "lock-a" held by https:\/\/ci\/builds\/1 since \S+Z \(for [^)]+\)$/,
     );
   });
 
@@ -189,7 +201,7 @@ describe('holder-aware waiting progress', () => {
     expect(result.code).toBe(0);
     const lines = waitingLines(result.stderr);
     expect(lines).toHaveLength(2);
-    expect(lines[1]).toContain('"c" by https://ci/builds/4 since');
+    expect(lines[1]).toContain('"c" held by https://ci/builds/4 since');
     expect(result.stderr).toMatch(/acquired! lock: b/);
   });
 });

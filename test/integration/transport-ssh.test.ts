@@ -13,7 +13,7 @@ import {
   expectOneLineFailure,
   runLockCycle,
 } from '../helpers/lock-cycle.js';
-import { runScript, type ScriptResult } from '../helpers/run-script.js';
+import { runScript, startScript, type ScriptResult } from '../helpers/run-script.js';
 import { generateKey, startSshd, type KeyPair, type Sshd } from '../helpers/sshd.js';
 
 const exec = promisify(execFile);
@@ -175,6 +175,28 @@ describe('ssh failures are one line, quick, and never retried', () => {
     const line = sshd.knownHostsLine.replace(/^\S+/, 'github.com');
     const result = await check({ known_hosts: line });
     expectOneLineFailure(result, /known_hosts has no line for \[127\.0\.0\.1\]:\d+/);
+  });
+
+  it('a host pattern of thousands of stars neither freezes the run nor keeps it from stopping', async () => {
+    const [, type, blob] = sshd.knownHostsLine.split(' ');
+    const known_hosts = `${'*'.repeat(10_000)}x ${type} ${blob}\n${sshd.knownHostsLine}\n`;
+    const running = startScript('check', { source: source({ known_hosts }) });
+    const finished = await Promise.race([
+      running.done,
+      new Promise<undefined>((resolve) => setTimeout(resolve, 10_000, undefined)),
+    ]);
+    if (finished === undefined) {
+      // Still running: it must at least answer SIGTERM as any run does.
+      running.child.kill('SIGTERM');
+      const stopped = await Promise.race([
+        running.done,
+        new Promise<undefined>((resolve) => setTimeout(resolve, 1_000, undefined)),
+      ]);
+      if (!stopped) running.child.kill('SIGKILL');
+      expect.fail(`check did not finish in 10 s, and ${stopped ? 'stopped' : 'ignored SIGTERM'}`);
+    }
+    expect(finished.code, finished.stderr).toBe(0);
+    expect(JSON.parse(finished.stdout)).toHaveLength(1);
   });
 
   it('known_hosts that is not in known_hosts format', async () => {

@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import {
+  globMatches,
   matchesHost,
   parseKnownHosts,
   pinnedKeyTypes,
@@ -36,6 +37,41 @@ describe('known_hosts', () => {
     [['a.com,b.com'.split(',')].flat(), 'b.com', 22, true],
   ])('%j matches %s port %d: %s', (patterns, host, port, expected) => {
     expect(matchesHost(patterns, host, port)).toBe(expected);
+  });
+
+  it.each([
+    ['*', '', true],
+    ['*', 'host', true],
+    ['', '', true],
+    ['', 'h', false],
+    ['?', '', false],
+    ['h?st', 'host', true],
+    ['h?st', 'hst', false],
+    ['*.example.com', '.example.com', true],
+    ['*.example.com', 'example.com', false],
+    ['a*b*c', 'aXbYbZc', true],
+    ['a*b*c', 'aXbYbZ', false],
+    ['*ab', 'aab', true],
+    ['a**b', 'ab', true],
+    ['*?*', 'x', true],
+    ['*?*?', 'x', false],
+    ['[h]:22*', '[h]:2222', true],
+    ['10.0.0.*', '10.0.0.17', true],
+    ['10.0.0.?', '10.0.0.17', false],
+  ])('glob %j against %j: %s', (pattern, name, expected) => {
+    expect(globMatches(pattern, name)).toBe(expected);
+  });
+
+  it('matches a field of thousands of stars in linear time (no backtracking blow-up)', () => {
+    const host = 'a'.repeat(250);
+    const started = performance.now();
+    expect(globMatches(`${'*'.repeat(10_000)}x`, host)).toBe(false);
+    expect(globMatches(`${'*a'.repeat(125)}${'*'.repeat(10_000)}`, host)).toBe(true);
+    expect(globMatches(`${'*a'.repeat(250)}*b`, host)).toBe(false);
+    expect(matchesHost([`${'*'.repeat(100_000)}x`, `!${'*?'.repeat(5_000)}x`], host, 22)).toBe(
+      false,
+    );
+    expect(performance.now() - started).toBeLessThan(200);
   });
 
   it('matches hashed host names (ssh-keygen -H)', () => {

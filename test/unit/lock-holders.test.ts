@@ -90,6 +90,54 @@ describe('ProgressReporter', () => {
     expect(lines).toHaveLength(2);
   });
 
+  it('names each wanted lock that is claimed with its holder, longest held (or beyond reach) first', async () => {
+    const lines: string[] = [];
+    const at = (iso: string) => new Date(iso);
+    const records = [
+      {
+        name: 'c',
+        state: 'claimed' as const,
+        by: 'https://ci/3',
+        since: at('2026-01-01T02:00:00Z'),
+      },
+      {
+        name: 'a',
+        state: 'claimed' as const,
+        by: 'https://ci/1',
+        since: at('2026-01-01T00:00:00Z'),
+      },
+      { name: 'd', state: 'claimed' as const },
+      {
+        name: 'b',
+        state: 'claimed' as const,
+        by: 'https://ci/2',
+        since: at('2026-01-01T01:00:00Z'),
+      },
+    ];
+    const progress = new ProgressReporter(
+      new Logger((text) => lines.push(text.trimEnd())),
+      () => Date.parse('2026-01-01T03:00:00Z'),
+      {
+        searchedDepth: 1360,
+        claimed: async (wanted) => records.filter((record) => wanted.includes(record.name)),
+      },
+    );
+    await progress.waiting('lock "a" in pool "p" is claimed', ['a'], 0);
+    await progress.waiting('lock "d" in pool "p" is claimed', ['d'], 0);
+    await progress.waiting(
+      'no unclaimed lock in pool "p" (4 claimed, 0 unclaimed)',
+      ['a', 'b', 'c', 'd'],
+      0,
+    );
+    await progress.waiting('lock "e" in pool "p" is unclaimed', ['e'], 0);
+    expect(lines).toEqual([
+      'waiting for lock: lock "a" in pool "p" is claimed; "a" held by https://ci/1 since 2026-01-01T00:00:00Z (for 3h)',
+      'waiting for lock: lock "d" in pool "p" is claimed; "d": holder not found in the last 1360 commits',
+      'waiting for lock: no unclaimed lock in pool "p" (4 claimed, 0 unclaimed); "d": holder not found in the last 1360 commits, "a" held by https://ci/1 since 2026-01-01T00:00:00Z (for 3h), "b" held by https://ci/2 since 2026-01-01T01:00:00Z (for 2h), and 1 more',
+      'waiting for lock: lock "e" in pool "p" is unclaimed',
+    ]);
+  });
+
   it('after a lost race the next wait gets its line again', async () => {
     const { lines, progress } = reporter();
     await progress.waiting('r', ['a'], 0);

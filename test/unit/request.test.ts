@@ -357,12 +357,25 @@ describe('check request', () => {
     ).toBe('ABCdef0123');
   });
 
-  it('refuses a version that is not a commit id (it could reach git as an option)', async () => {
-    expect(
-      await problems(parseCheckRequest, { source: MINIMAL, version: { ref: '--output=/tmp/x' } }),
-    ).toEqual(['invalid payload (version.ref must be a commit id)']);
+  it('takes a version that is not a commit id as no version, and never keeps it', async () => {
+    for (const ref of ['bogus-ref', '--output=/tmp/x', 'HEAD~1', 'abc', '']) {
+      const parsed = await parseCheckRequest(JSON.stringify({ source: MINIMAL, version: { ref } }));
+      expect(parsed.request.version).toBeUndefined();
+    }
+    const { warnings } = await parseCheckRequest(
+      JSON.stringify({ source: MINIMAL, version: { ref: 'bogus\u001b[2J-ref' } }),
+    );
+    expect(warnings).toEqual([
+      'version.ref "bogus\\x1b[2J-ref" is not a commit id: answering with the latest commit that touched the pool',
+    ]);
+  });
+
+  it('refuses a version that is not an object holding a string', async () => {
     expect(await problems(parseCheckRequest, { source: MINIMAL, version: 'abc123' })).toEqual([
       'invalid payload (version must be an object with a ref)',
+    ]);
+    expect(await problems(parseCheckRequest, { source: MINIMAL, version: { ref: 12 } })).toEqual([
+      'invalid payload (version.ref must be a string)',
     ]);
   });
 });
