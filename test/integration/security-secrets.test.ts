@@ -210,6 +210,8 @@ describe('credentials in the URI', () => {
     const trace = await readFile(git.trace, 'utf8');
     // The trace really shows the remote helper's command line, with the URI it was given.
     expect(trace).toContain(`remote-http origin ${passwordServer.url(repo.bare)}`);
+    // …and the credential helper's: it names the variable the password is in, never the value.
+    expect(trace).toMatch(/run_command: .*"\$POOL_RESOURCE_GIT_PASSWORD".* get/);
     expectNoCredential('command lines', trace);
   });
 });
