@@ -2,7 +2,17 @@
 // user name never shows in any output, and no credential reaches a file the resource writes or the
 // command line of git or of anything git runs (any local user can read /proc/PID/cmdline).
 import { execFileSync } from 'node:child_process';
-import { chmod, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import {
+  chmod,
+  mkdir,
+  mkdtemp,
+  readdir,
+  readFile,
+  rm,
+  stat,
+  symlink,
+  writeFile,
+} from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -104,6 +114,27 @@ async function filesUnder(dir: string): Promise<{ path: string; text: string }[]
   }
   return files;
 }
+
+describe("check's cache folder", () => {
+  it('is made private when an earlier version left it open, and never used through a symlink', async () => {
+    const uri = withUserinfo(passwordServer, `${USER}:${PASSWORD}`);
+    const open = await mkdtemp(join(scratch, 'tmp-'));
+    await mkdir(join(open, 'pool-resource-check'), { mode: 0o755 });
+    await chmod(join(open, 'pool-resource-check'), 0o755);
+    const checked = await runScript('check', { source: source(uri) }, { tmpdir: open });
+    expect(checked.code, checked.stderr).toBe(0);
+    expect((await stat(join(open, 'pool-resource-check'))).mode & 0o777).toBe(0o700);
+
+    // Anyone who can write to a shared TMPDIR could plant the folder as a link to theirs.
+    const planted = await mkdtemp(join(scratch, 'tmp-'));
+    const theirs = await mkdtemp(join(scratch, 'theirs-'));
+    await symlink(theirs, join(planted, 'pool-resource-check'));
+    const again = await runScript('check', { source: source(uri) }, { tmpdir: planted });
+    expect(again.code, again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout)).toEqual(JSON.parse(checked.stdout));
+    expect(await readdir(theirs)).toEqual([]);
+  });
+});
 
 describe('credentials in the URI', () => {
   it('a token as the user name works and never shows, not even when the branch is missing', async () => {
