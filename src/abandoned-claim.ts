@@ -73,7 +73,9 @@ export function runReleasingAbandonedClaim(
     );
     let environment: GitEnvironment | undefined;
     try {
-      environment = await createGitEnvironment(source, ctx.env, signal);
+      environment = await createGitEnvironment(source, ctx.env, signal, (line) =>
+        ctx.log.info(line),
+      );
       const repository = new LockRepository(new Git(environment, signal, source.gitTimeoutMs), {
         uri: source.uri,
         branch: source.branch,

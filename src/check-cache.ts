@@ -3,7 +3,7 @@
 // (a lock folder: mkdir is atomic); a check that finds it busy works in a private copy instead
 // of waiting, and a copy that a failed run may have left half-written is thrown away.
 import { createHash } from 'node:crypto';
-import { mkdir, rm, stat } from 'node:fs/promises';
+import { chmod, lstat, mkdir, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -31,7 +31,7 @@ export async function takeCachedCopy(
   const key = createHash('sha256').update(`${uri}\n${branch}`).digest('hex').slice(0, 32);
   const dir = join(root, key);
   const lock = `${dir}.lock`;
-  await mkdir(root, { recursive: true });
+  if (!(await privateFolder(root))) return undefined;
   if (!(await tryLock(lock))) {
     const since = await stat(lock).then(
       (info) => now() - info.mtimeMs,
@@ -52,6 +52,20 @@ export async function takeCachedCopy(
     discard: () => rm(dir, { recursive: true, force: true }),
     release,
   };
+}
+
+/**
+ * Creates `root` readable by us alone (0700), or makes it so. TMPDIR may be shared (/tmp): a
+ * folder that is a symlink or someone else's could hand them our copy, or their copy to us, so
+ * it is not used (the check then works in its private folder).
+ */
+async function privateFolder(root: string): Promise<boolean> {
+  await mkdir(root, { recursive: true, mode: 0o700 });
+  const info = await lstat(root);
+  if (!info.isDirectory() || info.uid !== process.getuid?.()) return false;
+  // A folder an earlier version created 0755.
+  if ((info.mode & 0o777) !== 0o700) await chmod(root, 0o700);
+  return true;
 }
 
 async function tryLock(lock: string): Promise<boolean> {

@@ -1,48 +1,80 @@
-// Which `git_config` keys a request may set. Keys that make git run a program (or another SSH
-// command, credential helper, hook…), load more config, or loosen which protocols git may use are
-// refused: the resource runs git with credentials in reach, and the transports are its own.
+// Which `git_config` keys a request may set: an allow list of the settings users give lock
+// repositories (identity, HTTP, packing, fetching, URL rewrites…). Everything else is refused by
+// name, above all keys that make git run a program (a signing program, a hook, a helper), write
+// or move files (cookie files, worktrees) or read more configuration: the resource runs git with
+// credentials in reach, and the transports are its own. README.md (git_config) lists the same.
 
-/** Exact keys, lower case (git config names are case-insensitive except the subsection). */
-const REFUSED_KEYS = new Set([
-  'core.sshcommand',
-  'core.gitproxy',
-  'core.askpass',
-  'core.fsmonitor',
-  'core.hookspath',
-  'core.editor',
-  'core.pager',
-  'core.alternaterefscommand',
-  'sequence.editor',
-  'diff.external',
-  'gpg.program',
-  'include.path',
-  'init.templatedir',
-  'protocol.allow',
-  'ssh.variant',
-  'uploadpack.packobjectshook',
-  'credential.helper',
+/** Sections whose keys are allowed, minus the names listed (lower case). */
+const ALLOWED_SECTIONS = new Map<string, Set<string>>([
+  // Cookie files are read and written at any path the value names.
+  ['http', new Set(['cookiefile', 'savecookies'])],
+  ['user', new Set()],
+  ['author', new Set()],
+  ['committer', new Set()],
+  [
+    'core',
+    new Set([
+      // Run a program.
+      'sshcommand',
+      'gitproxy',
+      'askpass',
+      'fsmonitor',
+      'hookspath',
+      'editor',
+      'pager',
+      'alternaterefscommand',
+      // Read or write files elsewhere, or change what the repository is.
+      'worktree',
+      'excludesfile',
+      'attributesfile',
+      'sharedrepository',
+      'bare',
+    ]),
+  ],
+  ['pack', new Set()],
+  // A gc that git starts on its own detaches and would outlive the run.
+  ['gc', new Set(['auto', 'autopacklimit', 'autodetach'])],
+  ['fetch', new Set()],
+  ['transfer', new Set()],
+  ['index', new Set()],
+  ['feature', new Set()],
+  ['advice', new Set()],
 ]);
 
-/** `section.<anything>.name` keys, as section and name (lower case). */
-const REFUSED_SUBSECTION_KEYS: [string, RegExp][] = [
-  ['credential', /^helper$/],
-  ['protocol', /^allow$/],
-  ['includeif', /^path$/],
-  ['diff', /^(command|textconv)$/],
-  ['difftool', /^(cmd|path)$/],
-  ['mergetool', /^(cmd|path)$/],
-  ['merge', /^driver$/],
-  ['filter', /^(clean|smudge|process)$/],
-  ['gpg', /^program$/],
-  ['remote', /^(uploadpack|receivepack|vcs)$/],
-  ['submodule', /^update$/],
-  ['tar', /^command$/],
-  ['trailer', /^(cmd|command)$/],
-  ['url', /^(insteadof|pushinsteadof)$/],
-];
+/** Single keys allowed in sections not allowed as a whole (lower case). */
+const ALLOWED_KEYS = new Set([
+  'protocol.version',
+  'init.defaultbranch',
+  'commit.cleanup',
+  'commit.status',
+  'push.pushoption',
+  'push.default',
+  'push.negotiate',
+  'push.usebitmaps',
+  'receive.fsckobjects',
+  'receive.unpacklimit',
+  'receive.maxinputsize',
+  'receive.keepalive',
+]);
 
-/** Whole sections whose every key runs a program. */
-const REFUSED_SECTIONS = new Set(['alias', 'pager']);
+/** `section.<subsection>.name` keys allowed: the section, and the names allowed after any subsection. */
+const ALLOWED_SUBSECTION_KEYS = new Map<string, (name: string) => boolean>([
+  // http.<url>.*: the same names as http.*.
+  ['http', (name) => !ALLOWED_SECTIONS.get('http')!.has(name)],
+  ['url', (name) => name === 'insteadof' || name === 'pushinsteadof'],
+  // fetch.fsck.<msg-id>, receive.fsck.<msg-id>, gc.<pattern>.reflogExpire…
+  ['fetch', () => true],
+  ['receive', () => true],
+  ['gc', (name) => name === 'reflogexpire' || name === 'reflogexpireunreachable'],
+]);
+
+/** Keys that are refused with the reason that matters most: they run a program. */
+const RUNS_PROGRAM =
+  /^(core\.(sshcommand|gitproxy|askpass|fsmonitor|hookspath|editor|pager|alternaterefscommand)|.*\.helper|gpg\..*|.*\.gpgsign|.*command|.*\.(program|textconv|driver|cmd|process|clean|smudge)|include(if)?\..*|alias\..*|pager\..*|protocol(\..*)?\.allow|remote\..*\.(uploadpack|receivepack)|uploadpack\..*|ssh\.variant|sequence\.editor|diff\.external|init\.templatedir|submodule\..*\.update)$/;
+
+/** Keys that are refused because they read, write or move files at a path they name. */
+const NAMES_FILE =
+  /^(http\..*(cookiefile|savecookies)|core\.(worktree|excludesfile|attributesfile|sharedrepository)|commit\.template)$/;
 
 /** Matches git's key syntax: `section.name` or `section.subsection.name`. */
 const KEY_SYNTAX = /^[A-Za-z0-9-]+(\.[^\n\0]*)?\.[A-Za-z][A-Za-z0-9-]*$/;
@@ -50,21 +82,22 @@ const KEY_SYNTAX = /^[A-Za-z0-9-]+(\.[^\n\0]*)?\.[A-Za-z][A-Za-z0-9-]*$/;
 /** Why `name` may not be set through git_config, or undefined when it may. */
 export function gitConfigKeyProblem(name: string): string | undefined {
   if (!KEY_SYNTAX.test(name)) return 'is not a git config name (section.name)';
-  const lower = name.toLowerCase();
-  const first = lower.indexOf('.');
-  const last = lower.lastIndexOf('.');
-  const section = lower.slice(0, first);
-  const key = lower.slice(last + 1);
-  const hasSubsection = first !== last;
-  const refused =
-    (!hasSubsection && REFUSED_KEYS.has(lower)) ||
-    REFUSED_SECTIONS.has(section) ||
-    // credential.helper, credential.<url>.helper and any other helper program.
-    key === 'helper' ||
-    (hasSubsection &&
-      REFUSED_SUBSECTION_KEYS.some(([refusedSection, pattern]) => {
-        return refusedSection === section && pattern.test(key);
-      }));
-  if (!refused) return undefined;
-  return 'is not allowed: it makes git run a program, read more configuration or use another transport';
+  if (isAllowed(name)) return undefined;
+  if (RUNS_PROGRAM.test(name.toLowerCase()))
+    return 'is not allowed: it makes git run a program, read more configuration or use another transport';
+  if (NAMES_FILE.test(name.toLowerCase()))
+    return 'is not allowed: it makes git read or write files outside its repository';
+  return 'is not allowed: only the settings listed under git_config in the README are';
+}
+
+function isAllowed(name: string): boolean {
+  // Section and name are case-insensitive; a subsection (a URL, say) is kept as written.
+  const first = name.indexOf('.');
+  const last = name.lastIndexOf('.');
+  const section = name.slice(0, first).toLowerCase();
+  const key = name.slice(last + 1).toLowerCase();
+  if (first !== last) return ALLOWED_SUBSECTION_KEYS.get(section)?.(key) ?? false;
+  const refused = ALLOWED_SECTIONS.get(section);
+  if (refused) return !refused.has(key);
+  return ALLOWED_KEYS.has(`${section}.${key}`);
 }

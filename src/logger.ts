@@ -60,21 +60,60 @@ function secretHeadEnding(text: string, secret: string): number {
   return 0;
 }
 
-/** Removes credentials from a URI for display: `https://user:pass@host` → `https://user:***@host`. */
+/** `scheme://userinfo@` at the start of a URI; git reads the userinfo up to the first `@`. */
+const USERINFO = /^([a-z][a-z0-9+.-]*:\/\/)([^/?#@]*)@/i;
+
+/**
+ * A URI as shown to people: without its userinfo, whose user name may be a token as much as its
+ * password (`https://TOKEN@host/locks.git`, `https://x-access-token:TOKEN@host/…`). Every
+ * message that names the lock repository shows it through here.
+ */
 export function displayUri(uri: string): string {
-  return uri.replace(/^([a-z][a-z0-9+.-]*:\/\/[^/@:]*):[^/@]*@/i, '$1:***@');
+  return uri.replace(USERINFO, '$1');
+}
+
+/** The user name and password in a URI's userinfo as written (undefined when it has none). */
+export function uriCredentials(uri: string): { user: string; password?: string } | undefined {
+  const userinfo = USERINFO.exec(uri)?.[2];
+  if (userinfo === undefined) return undefined;
+  const colon = userinfo.indexOf(':');
+  return colon === -1
+    ? { user: userinfo }
+    : { user: userinfo.slice(0, colon), password: userinfo.slice(colon + 1) };
+}
+
+/** Percent-decoded as git decodes userinfo; the text as written when it is not valid encoding. */
+export function decodeUserinfo(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
 }
 
 /**
- * The password in a URI's userinfo as written and decoded (`p%2fss` and `p/ss`): git may show
- * either, and the way it was percent-encoded (lower-case hex, say) is the user's.
+ * A user name shorter than this is an account name (`git`, `oauth2`), not a token: masking it
+ * would garble every message that says "git". Tokens are 20 characters and more.
  */
-export function uriPasswords(uri: string): string[] {
-  const match = /^[a-z][a-z0-9+.-]*:\/\/[^/@:]*:([^/@]*)@/i.exec(uri);
-  if (!match?.[1]) return [];
-  try {
-    return [...new Set([match[1], decodeURIComponent(match[1])])];
-  } catch {
-    return [match[1]];
-  }
+const MIN_SECRET_USER_CHARS = 8;
+
+/** A user name (of basic auth or a URI) as secrets to mask: a token often stands in for one. */
+export function userNameSecrets(user: string | undefined): string[] {
+  if (user === undefined || user.length < MIN_SECRET_USER_CHARS) return [];
+  return [...new Set([user, decodeUserinfo(user)])];
+}
+
+/**
+ * The secrets in a URI's userinfo, as written and decoded (`p%2fss` and `p/ss`): git may show
+ * either, and the way it was percent-encoded (lower-case hex, say) is the user's. The user name
+ * counts too, except over SSH, where it is the account to log in as.
+ */
+export function uriSecrets(uri: string): string[] {
+  const credentials = uriCredentials(uri);
+  if (!credentials) return [];
+  const secrets = credentials.password
+    ? [credentials.password, decodeUserinfo(credentials.password)]
+    : [];
+  if (!/^(ssh|git\+ssh|ssh\+git):/i.test(uri)) secrets.push(...userNameSecrets(credentials.user));
+  return [...new Set(secrets)];
 }

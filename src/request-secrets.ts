@@ -1,7 +1,7 @@
 // The secret values of a request as sent, read before the request is parsed: a request that
 // fails to parse never registers its secrets, yet a message about another field can quote one
 // (a password pasted into retry_delay, say).
-import { uriPasswords } from './logger.js';
+import { uriSecrets, userNameSecrets } from './logger.js';
 
 /** The values of the secret fields, whatever else is wrong with the request; [] if it is not JSON. */
 export function requestSecrets(text: string): string[] {
@@ -15,6 +15,10 @@ export function requestSecrets(text: string): string[] {
     typeof object === 'object' && object !== null && !Array.isArray(object)
       ? (object as Record<string, unknown>)[key]
       : undefined;
+  const stringField = (object: unknown, key: string) => {
+    const value = field(object, key);
+    return typeof value === 'string' ? value : undefined;
+  };
   const source = field(raw, 'source');
   const uri = field(source, 'uri');
   return [
@@ -22,6 +26,7 @@ export function requestSecrets(text: string): string[] {
     field(source, 'private_key_passphrase'),
     field(source, 'password'),
     field(field(source, 'https_tunnel'), 'proxy_password'),
-    ...(typeof uri === 'string' ? uriPasswords(uri) : []),
+    ...(typeof uri === 'string' ? uriSecrets(uri) : []),
+    ...userNameSecrets(stringField(source, 'username')),
   ].filter((value): value is string => typeof value === 'string');
 }

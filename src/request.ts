@@ -5,6 +5,7 @@ import { ConfigurationError } from './errors.js';
 import { nanosToMs, parseGoDuration } from './duration.js';
 import { lockNameProblem, poolNameProblem, printable } from './lock-name.js';
 import { gitConfigKeyProblem } from './git-config-keys.js';
+import { decodeUserinfo, displayUri, uriCredentials } from './logger.js';
 import { parseKnownHosts } from './transport/known-hosts.js';
 
 const DEFAULT_RETRY_DELAY_MS = 10_000;
@@ -252,15 +253,13 @@ const SOURCE_SHAPE = {
 const sourceSchema = z
   .looseObject(SOURCE_SHAPE, { error: 'invalid payload (source must be an object)' })
   .transform((raw): Source => ({
-    uri: raw.uri,
+    ...httpAuth(raw.uri, raw.username, raw.password),
     branch: raw.branch,
     pool: raw.pool,
     privateKey: raw.private_key,
     privateKeyPassphrase: raw.private_key_passphrase,
     privateKeyUser: raw.private_key_user,
     forwardAgent: raw.forward_agent,
-    username: raw.username,
-    password: raw.password,
     gitConfig: raw.git_config,
     retryDelayMs: raw.retry_delay ?? DEFAULT_RETRY_DELAY_MS,
     httpsTunnel: raw.https_tunnel
@@ -275,6 +274,22 @@ const sourceSchema = z
     knownHosts: raw.known_hosts,
     gitTimeoutMs: raw.git_timeout ?? DEFAULT_GIT_TIMEOUT_MS,
   }));
+
+/**
+ * Credentials written into an HTTP(S) URI move out of it: git never sees them in its argv (any
+ * local user can read /proc/PID/cmdline) nor writes them into a repository's config, and gets
+ * them from the environment instead (git/environment.ts). As git reads such a URI, its user and
+ * password win over `username` and `password`, and a part it lacks is taken from them.
+ */
+function httpAuth(uri: string, username: string | undefined, password: string | undefined) {
+  const credentials = /^https?:/i.test(uri) ? uriCredentials(uri) : undefined;
+  if (!credentials) return { uri, username, password };
+  return {
+    uri: displayUri(uri),
+    username: credentials.user === '' ? username : decodeUserinfo(credentials.user),
+    password: credentials.password === undefined ? password : decodeUserinfo(credentials.password),
+  };
+}
 
 /** A full or abbreviated commit id: the only versions ever compared with the branch's commits. */
 const COMMIT_ID = /^[0-9a-f]{4,64}$/i;
@@ -470,6 +485,12 @@ async function transportProblems(raw: unknown): Promise<string[]> {
     if ('problem' in read) problems.push(`invalid payload (${read.problem})`);
   }
   const knownHosts = field('known_hosts');
+  // A forwarded agent signs for whoever holds the connection: without a pinned host key, any
+  // host that answers (a spoofed DNS name, a hijacked address) could use the key.
+  if ((raw as Record<string, unknown>).forward_agent === true && knownHosts === undefined)
+    problems.push(
+      'invalid payload (forward_agent needs known_hosts: an unchecked host could use the forwarded key)',
+    );
   if (knownHosts !== undefined) {
     const parsed = parseKnownHosts(knownHosts);
     if ('problem' in parsed) problems.push(`invalid payload (known_hosts: ${parsed.problem})`);

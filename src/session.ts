@@ -3,7 +3,7 @@
 import type { CommandContext } from './context.js';
 import { createGitEnvironment, type GitEnvironment } from './git/environment.js';
 import { Git } from './git/git.js';
-import { uriPasswords } from './logger.js';
+import { uriSecrets, userNameSecrets } from './logger.js';
 import type { Parsed, Source } from './request.js';
 import { requestSecrets } from './request-secrets.js';
 
@@ -18,7 +18,9 @@ export function registerSecrets(source: Source, ctx: CommandContext): void {
     source.privateKeyPassphrase,
     source.password,
     source.httpsTunnel?.proxyPassword,
-    ...uriPasswords(source.uri),
+    ...uriSecrets(source.uri),
+    // A token often stands in for the user name (`https://TOKEN@host/…`, moved here by request.ts).
+    ...userNameSecrets(source.username),
     basicCredentials(source.username, source.password),
     basicCredentials(source.httpsTunnel?.proxyUser, source.httpsTunnel?.proxyPassword),
     // Headers and tokens set through git_config (e.g. http.extraHeader with a bearer token).
@@ -32,7 +34,7 @@ export function registerSecrets(source: Source, ctx: CommandContext): void {
 
 /** `user:password` as it travels in a Basic Authorization header, should anything echo one. */
 function basicCredentials(user: string | undefined, password: string | undefined) {
-  if (password === undefined) return undefined;
+  if (user === undefined && password === undefined) return undefined;
   return Buffer.from(`${user ?? ''}:${password}`).toString('base64');
 }
 
@@ -52,7 +54,9 @@ export async function readRequest<T extends { source: Source }>(
 }
 
 export async function openSession(source: Source, ctx: CommandContext): Promise<Session> {
-  const environment = await createGitEnvironment(source, ctx.env, ctx.signal);
+  const environment = await createGitEnvironment(source, ctx.env, ctx.signal, (line) =>
+    ctx.log.info(line),
+  );
   ctx.onExit(() => environment.dispose());
   return { git: new Git(environment, ctx.signal, source.gitTimeoutMs), environment };
 }

@@ -16,6 +16,11 @@ const PERMANENT: { pattern: RegExp; hint?: string }[] = [
     hint: 'set skip_ssl_verification: true to accept it',
   },
   { pattern: /^fatal: unable to access .*The requested URL returned error: 40[13]\b/ },
+  // GIT_ALLOW_PROTOCOL (git/environment.ts) refused where a url.<base>.insteadOf leads.
+  {
+    pattern: /^fatal: transport '[^']*' not allowed/,
+    hint: 'git reaches a repository only over file, git, ssh, http or https',
+  },
 ];
 
 /** The line explaining a permanent access failure, or undefined when a retry may help. */

@@ -1,7 +1,7 @@
 // Builds the one environment every git child gets: a private HOME, no system or user config,
 // no prompts, our committer identity and the user's git_config. Credentials and transports
 // (SSH, HTTPS) add their variables here, so nothing else decides what git sees.
-import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -24,15 +24,34 @@ const SSH_PROGRAM = fileURLToPath(new URL('../bin/ssh.js', import.meta.url));
 const SSH_CONNECT_TIMEOUT_MS = 30_000;
 
 /**
- * git's askpass program for HTTP(S) basic auth: it answers git's "Username for …" and
- * "Password for …" prompts from this request's environment, so credentials never touch a file.
+ * git's credential helper for HTTP(S) basic auth: it answers from this request's environment, on
+ * stdout. Not an askpass program: git names the user in its password prompt, the askpass
+ * program's argv, and a token often stands in for the user name. git appends the operation
+ * (`get`, `store`, `erase`) and runs it through `sh -c`; only `get` answers.
  */
-const ASKPASS_SCRIPT = `#!/bin/sh
-case "$1" in
-  Username*) printf '%s\\n' "$POOL_RESOURCE_GIT_USERNAME" ;;
-  *) printf '%s\\n' "$POOL_RESOURCE_GIT_PASSWORD" ;;
-esac
-`;
+const CREDENTIAL_HELPER =
+  '!f() { test "$1" = get || return 0; ' +
+  'printf \'username=%s\\npassword=%s\\n\' "$POOL_RESOURCE_GIT_USERNAME" "$POOL_RESOURCE_GIT_PASSWORD"; }; f';
+
+/**
+ * The transports git may use: a url.<base>.insteadOf in git_config may rewrite the URI, and
+ * must never reach `ext::` (which runs a program) or any other remote helper.
+ */
+const ALLOWED_PROTOCOLS = 'file:git:ssh:http:https';
+
+/**
+ * Settings that come after the user's git_config, so no entry can turn them back: nothing the
+ * request names is run (signing programs, hooks, fsmonitor) and no cookie file is written.
+ */
+const SAFETY_CONFIG: [string, string][] = [
+  ['commit.gpgSign', 'false'],
+  ['tag.gpgSign', 'false'],
+  ['push.gpgSign', 'false'],
+  ['core.hooksPath', '/dev/null'],
+  ['core.fsmonitor', 'false'],
+  ['http.cookieFile', ''],
+  ['http.saveCookies', 'false'],
+];
 
 /**
  * The git wire protocol for a URI. Over git://, git 2.39 and git daemon write each pkt-line with
@@ -62,15 +81,19 @@ const PASS_THROUGH = [
   'NO_PROXY',
 ];
 
-/** `signal`: the run's cancellation; its abort lets the run's SSH connections close (see below). */
+/**
+ * `signal`: the run's cancellation; its abort lets the run's SSH connections close (see below).
+ * `warn`: where the run's SSH connections say a host key was accepted unchecked (the log).
+ */
 export async function createGitEnvironment(
   source: Source,
   parentEnv: NodeJS.ProcessEnv,
   signal?: AbortSignal,
+  warn?: (line: string) => void,
 ): Promise<GitEnvironment> {
   const home = await mkdtemp(join(parentEnv.TMPDIR || tmpdir(), 'pool-resource-'));
   try {
-    return await fill(home, source, parentEnv, signal);
+    return await fill(home, source, parentEnv, signal, warn);
   } catch (error) {
     // Nobody will dispose of a folder whose environment was never handed out.
     await rm(home, { recursive: true, force: true });
@@ -83,6 +106,7 @@ async function fill(
   source: Source,
   parentEnv: NodeJS.ProcessEnv,
   signal: AbortSignal | undefined,
+  warn: ((line: string) => void) | undefined,
 ): Promise<GitEnvironment> {
   const env: Record<string, string> = {};
   for (const key of PASS_THROUGH) {
@@ -106,17 +130,24 @@ async function fill(
     ['gc.auto', '0'],
     ['advice.detachedHead', 'false'],
     ['init.defaultBranch', 'main'],
-    ['commit.gpgSign', 'false'],
     ['protocol.version', wireProtocolVersion(source.uri)],
   ];
   if (source.skipSslVerification) config.push(['http.sslVerify', 'false']);
-  // The user's entries come last, so their identity or settings win over our defaults.
+  // The user's entries come after our defaults, so their identity or settings win over them,
+  // and before our safety settings, which nothing may turn back.
   for (const entry of source.gitConfig) config.push([entry.name, entry.value]);
+  config.push(...SAFETY_CONFIG);
+  env.GIT_ALLOW_PROTOCOL = ALLOWED_PROTOCOLS;
   const unsafe: Record<string, boolean> = {
     // GIT_CONFIG_COUNT carries our settings and the user's git_config without a shell or a
     // config file; simple-git refuses it unless asked, since it can name program-running keys
-    // (request.ts refuses those in git_config).
+    // (git-config-keys.ts lets through only the keys it lists).
     allowUnsafeConfigEnvCount: true,
+    // Ours, in SAFETY_CONFIG: hooks and fsmonitor turned off.
+    allowUnsafeHooksPath: true,
+    allowUnsafeFsMonitor: true,
+    // url.<base>.insteadOf, allowed in git_config: GIT_ALLOW_PROTOCOL bounds where it leads.
+    allowUnsafeUrlRewrite: true,
     // GIT_SSH_COMMAND below is ours: the SSH transport program shipped with the resource.
     allowUnsafeSshCommand: true,
   };
@@ -140,16 +171,14 @@ async function fill(
   env.GIT_SSH_COMMAND = `${shellQuote(process.execPath)} ${shellQuote(SSH_PROGRAM)}`;
   env.GIT_SSH_VARIANT = 'ssh';
 
-  // HTTP(S) basic auth through git's askpass hook, answered from the environment.
+  // HTTP(S) basic auth (from username/password or the URI's userinfo, see request.ts) through
+  // our credential helper, answered from the environment: never in argv nor in a file.
   if (source.username !== undefined || source.password !== undefined) {
-    const askpass = join(home, 'askpass.sh');
-    await writeFile(askpass, ASKPASS_SCRIPT, { mode: 0o700 });
-    await chmod(askpass, 0o700);
-    env.GIT_ASKPASS = askpass;
+    config.push(['credential.helper', CREDENTIAL_HELPER]);
     env.POOL_RESOURCE_GIT_USERNAME = source.username ?? '';
     env.POOL_RESOURCE_GIT_PASSWORD = source.password ?? '';
-    // The askpass program is ours (above); simple-git refuses GIT_ASKPASS otherwise.
-    unsafe.allowUnsafeAskPass = true;
+    // The helper is ours (above); simple-git refuses credential.helper otherwise.
+    unsafe.allowUnsafeCredentialHelper = true;
   }
 
   env.GIT_CONFIG_COUNT = String(config.length);
@@ -160,7 +189,7 @@ async function fill(
   // The run shares one connection per server among its git commands (ssh-mux.ts); where it
   // cannot listen, the program connects on its own from the settings file. Last, so that
   // nothing after it can fail and leave it listening.
-  const mux = await startSshMux(join(home, 'ssh.sock'), sshConfig);
+  const mux = await startSshMux(join(home, 'ssh.sock'), sshConfig, { warn });
   if (mux) {
     env[SSH_MUX_ENV] = mux.path;
     // A stop closes each connection a second after its last command (ssh-mux.ts), not at once:

@@ -62,8 +62,10 @@ export async function initPool(git: Git, options: InitOptions): Promise<InitResu
       await ensureFolder(join(workdir, pool), `${pool}/`);
       await ensureFolder(join(workdir, pool, state), `${pool}/${state}/`);
       const keep = lockPath(pool, state, '.gitkeep');
-      if (!(await isFile(join(workdir, keep)))) {
-        await writeFile(join(workdir, keep), '');
+      // Whatever the branch holds there (a file, or a symlink to anywhere) already keeps the
+      // folder: it is never written to.
+      if (!(await pathExists(join(workdir, keep)))) {
+        await createEmptyFile(join(workdir, keep));
         paths.push(keep);
       }
     }
@@ -73,7 +75,7 @@ export async function initPool(git: Git, options: InitOptions): Promise<InitResu
           throw new OperationError(`lock "${name}" already exists in pool "${pool}" (${state})`);
       }
       const path = lockPath(pool, 'unclaimed', name);
-      await writeFile(join(workdir, path), '');
+      await createEmptyFile(join(workdir, path));
       paths.push(path);
     }
     if (paths.length === 0) {
@@ -116,12 +118,12 @@ async function ensureFolder(path: string, display: string): Promise<void> {
   }
 }
 
-async function isFile(path: string): Promise<boolean> {
-  try {
-    return (await lstat(path)).isFile();
-  } catch {
-    return false;
-  }
+/**
+ * A new, empty regular file: `wx` (O_CREAT | O_EXCL) fails on anything already there, a symlink
+ * included, so nothing the repository holds is ever written through.
+ */
+async function createEmptyFile(path: string): Promise<void> {
+  await writeFile(path, '', { flag: 'wx' });
 }
 
 async function pathExists(path: string): Promise<boolean> {

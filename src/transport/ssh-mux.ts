@@ -67,7 +67,14 @@ const loadSshSession = () => (sshSession ??= import('./ssh-session.js'));
 export async function startSshMux(
   path: string,
   config: SshTransportConfig,
-  { idleMs: runningIdleMs = IDLE_MS }: { idleMs?: number } = {},
+  {
+    idleMs: runningIdleMs = IDLE_MS,
+    warn = () => undefined,
+  }: {
+    idleMs?: number;
+    /** Gets the line saying a host key was accepted unchecked: the run's own stderr. */
+    warn?: (line: string) => void;
+  } = {},
 ): Promise<SshMux | undefined> {
   let idleMs = runningIdleMs;
   const lifetime = new AbortController();
@@ -91,7 +98,7 @@ export async function startSshMux(
     const opened = entry === undefined;
     if (!entry) {
       const created: Shared = {
-        connection: ssh.openConnection(target, config, lifetime.signal),
+        connection: ssh.openConnection(target, config, lifetime.signal, warn),
         running: 0,
       };
       entry = created;

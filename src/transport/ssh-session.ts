@@ -70,7 +70,12 @@ export async function runSsh(io: SshIo): Promise<number> {
     const invocation = parseSshArgs(io.args);
     if ('problem' in invocation)
       throw new SshFailure(`cannot read git's arguments: ${invocation.problem}`);
-    const connection = await openConnection(sshTarget(invocation, io.config), io.config, io.signal);
+    const connection = await openConnection(
+      sshTarget(invocation, io.config),
+      io.config,
+      io.signal,
+      (line) => io.stderr.write(`${line}\n`),
+    );
     io.signal.addEventListener('abort', () => connection.client.destroy(), { once: true });
     try {
       return await runCommand(connection, invocation.command, forwardedEnv(invocation, io.env), io);
@@ -94,11 +99,13 @@ export function sshTarget(invocation: SshInvocation, config: SshTransportConfig)
 /**
  * Connects (directly or through the CONNECT proxy), checks the host key and authenticates, all
  * within `config.connectTimeoutMs`; `signal` gives up at once. Failures are SshFailure, one line.
+ * `warn` gets the one line saying a host key was accepted unchecked (no known_hosts).
  */
 export async function openConnection(
   target: SshTarget,
   config: SshTransportConfig,
   signal: AbortSignal,
+  warn: (line: string) => void,
 ): Promise<SshConnection> {
   const { host, port, user } = target;
   const where = hostName(host, port);
@@ -158,7 +165,12 @@ export async function openConnection(
     ...(key ? { privateKey: key.text, passphrase: config.passphrase } : {}),
     ...(agent ? { agent } : {}),
     hostVerifier: (blob: Buffer) => {
-      if (!pins) return true;
+      if (!pins) {
+        warn(
+          `warning: accepted the host key of ${where} unchecked (${blobType(blob) ?? 'key'} ${fingerprint(blob)}): set known_hosts to pin it`,
+        );
+        return true;
+      }
       const verdict = verifyHostKey(pins, host, port, blob);
       if (verdict.ok) return true;
       const offered = `${blobType(blob) ?? 'key'} ${fingerprint(blob)}`;

@@ -160,6 +160,8 @@ describe('the packaged resource', () => {
         pool: 'pool',
         retry_delay: '100ms',
         private_key: key.privateKey,
+        // Pinned: without it, the run warns that it accepted the host key unchecked.
+        known_hosts: sshd.knownHostsLine,
       };
       await runLockCycle(source, repo, { assets: payload, env });
     } finally {

@@ -51,7 +51,6 @@ describe('git_config', () => {
     'protocol.file.allow',
     'include.path',
     'alias.st',
-    'url.https://example.com/.insteadOf',
     'ssh.variant',
     'filter.lfs.smudge',
   ])('refuses %s before any git work, naming the key', async (key) => {

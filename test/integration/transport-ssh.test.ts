@@ -49,6 +49,8 @@ function source(extra: Record<string, unknown> = {}) {
     pool: 'pool',
     retry_delay: '100ms',
     private_key: authorized.privateKey,
+    // Pinned: without it, every run warns that it accepted the host key unchecked.
+    known_hosts: sshd.knownHostsLine,
     ...extra,
   };
 }

@@ -24,6 +24,10 @@ describe('accessFailure', () => {
       "fatal: unable to access 'https://127.0.0.1:3000/locks.git/': server certificate verification failed. CAfile: none CRLfile: none\n",
       "fatal: unable to access 'https://127.0.0.1:3000/locks.git/': server certificate verification failed. CAfile: none CRLfile: none (set skip_ssl_verification: true to accept it)",
     ],
+    [
+      "Cloning into bare repository '/tmp/x'...\nfatal: transport 'ext' not allowed\n",
+      "fatal: transport 'ext' not allowed (git reaches a repository only over file, git, ssh, http or https)",
+    ],
   ])('%j is permanent', (stderr, reason) => {
     expect(accessFailure(stderr)).toBe(reason);
   });

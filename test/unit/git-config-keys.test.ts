@@ -10,8 +10,15 @@ describe('gitConfigKeyProblem', () => {
     'http.proxy',
     'core.autocrlf',
     'pack.threads',
-    'remote.origin.proxy',
     'protocol.version',
+    'url.https://mirror.example.com/.insteadOf',
+    'url.git@example.com:.pushInsteadOf',
+    'init.defaultBranch',
+    'fetch.fsck.badDate',
+    'transfer.fsckObjects',
+    'gc.reflogExpire',
+    'push.pushOption',
+    'HTTP.https://Example.com/.SSLVERIFY',
   ])('allows %s', (key) => {
     expect(gitConfigKeyProblem(key)).toBeUndefined();
   });
@@ -43,13 +50,46 @@ describe('gitConfigKeyProblem', () => {
     'ssh.variant',
     'submodule.x.update',
     'uploadpack.packObjectsHook',
-    'url.https://example.com/.insteadOf',
-    'url.ssh://x/.pushInsteadOf',
     'alias.co',
     'pager.log',
     'foo.bar.helper',
-  ])('refuses %s', (key) => {
-    expect(gitConfigKeyProblem(key)).toMatch(/is not allowed/);
+    'gpg.ssh.defaultKeyCommand',
+    'commit.gpgSign',
+    'push.gpgSign',
+    'tag.gpgSign',
+  ])('refuses %s: it runs a program', (key) => {
+    expect(gitConfigKeyProblem(key)).toBe(
+      'is not allowed: it makes git run a program, read more configuration or use another transport',
+    );
+  });
+
+  it.each([
+    'http.cookieFile',
+    'http.saveCookies',
+    'http.https://example.com/.cookieFile',
+    'core.worktree',
+    'core.excludesFile',
+    'core.attributesFile',
+    'commit.template',
+  ])('refuses %s: it names a file', (key) => {
+    expect(gitConfigKeyProblem(key)).toBe(
+      'is not allowed: it makes git read or write files outside its repository',
+    );
+  });
+
+  it.each([
+    'remote.origin.proxy',
+    'branch.master.merge',
+    'gc.auto',
+    'url.https://example.com/.pushUrl',
+    'core.bare',
+    'lfs.url',
+    'safe.directory',
+    'credential.username',
+  ])('refuses %s: not among the settings listed', (key) => {
+    expect(gitConfigKeyProblem(key)).toBe(
+      'is not allowed: only the settings listed under git_config in the README are',
+    );
   });
 
   it.each(['user', '.name', 'user.', 'user.na me', 'user.1st'])('refuses malformed %j', (key) => {
