@@ -41,7 +41,8 @@ const ALLOWED_PROTOCOLS = 'file:git:ssh:http:https';
 
 /**
  * Settings that come after the user's git_config, so no entry can turn them back: nothing the
- * request names is run (signing programs, hooks, fsmonitor) and no cookie file is written.
+ * request names is run (signing programs, hooks, fsmonitor), no cookie file is written and no gc
+ * starts on its own.
  */
 const SAFETY_CONFIG: [string, string][] = [
   ['commit.gpgSign', 'false'],
@@ -51,6 +52,9 @@ const SAFETY_CONFIG: [string, string][] = [
   ['core.fsmonitor', 'false'],
   ['http.cookieFile', ''],
   ['http.saveCookies', 'false'],
+  // A gc git starts on its own detaches from the run and would outlive it.
+  ['gc.auto', '0'],
+  ['gc.autoDetach', 'false'],
 ];
 
 /**
@@ -127,7 +131,6 @@ async function fill(
   const config: [string, string][] = [
     ['user.name', DEFAULT_COMMITTER.name],
     ['user.email', DEFAULT_COMMITTER.email],
-    ['gc.auto', '0'],
     ['advice.detachedHead', 'false'],
     ['init.defaultBranch', 'main'],
     ['protocol.version', wireProtocolVersion(source.uri)],

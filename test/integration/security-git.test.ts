@@ -131,6 +131,7 @@ describe('safety settings', () => {
       { name: 'core.fsmonitor', value: join(fakeBin, 'gpg') },
       { name: 'http.cookieFile', value: join(scratch, 'cookies') },
       { name: 'http.saveCookies', value: 'true' },
+      { name: 'gc.auto', value: '1' },
       { name: 'user.name', value: 'Pipeline Bot' },
       { name: 'user.email', value: 'bot@example.com' },
     ];
@@ -156,6 +157,7 @@ describe('safety settings', () => {
     expect(await get('core.fsmonitor')).toBe('false');
     expect(await get('http.cookieFile')).toBe('');
     expect(await get('http.saveCookies')).toBe('false');
+    expect(await get('gc.auto')).toBe('0');
     expect(await get('user.name')).toBe('Pipeline Bot');
     expect(await get('user.email')).toBe('bot@example.com');
     expect(environment.env.GIT_ALLOW_PROTOCOL).toBe('file:git:ssh:http:https');

@@ -17,6 +17,7 @@ describe('gitConfigKeyProblem', () => {
     'fetch.fsck.badDate',
     'transfer.fsckObjects',
     'gc.reflogExpire',
+    'gc.auto',
     'push.pushOption',
     'HTTP.https://Example.com/.SSLVERIFY',
   ])('allows %s', (key) => {
@@ -80,7 +81,6 @@ describe('gitConfigKeyProblem', () => {
   it.each([
     'remote.origin.proxy',
     'branch.master.merge',
-    'gc.auto',
     'url.https://example.com/.pushUrl',
     'core.bare',
     'lfs.url',
