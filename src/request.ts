@@ -5,6 +5,7 @@ import { ConfigurationError } from './errors.js';
 import { nanosToMs, parseGoDuration } from './duration.js';
 import { lockNameProblem, poolNameProblem, printable } from './lock-name.js';
 import { gitConfigKeyProblem } from './git-config-keys.js';
+import { suggestField } from './field-suggestion.js';
 import { decodeUserinfo, displayUri, uriCredentials } from './logger.js';
 import { parseKnownHosts } from './transport/known-hosts.js';
 
@@ -84,6 +85,12 @@ const OPERATION_KEYS = [
   'check',
   'check_unclaimed',
 ] as const;
+
+/**
+ * The keys of a request, whichever script reads it: Concourse sends each script the ones it
+ * needs, and one script's key in another's request (a `version` in a put) is no mistake.
+ */
+const ENVELOPE_KEYS = ['source', 'version', 'params'];
 
 const MISSING_OPERATION =
   'invalid payload (missing acquire, release, remove, claim, add, add_claimed, update, check, or check_unclaimed)';
@@ -420,12 +427,21 @@ function issueLines(error: z.ZodError, prefix = ''): string[] {
   );
 }
 
+/**
+ * `unknown params field "aquire" (did you mean "acquire"?)` for each field of `value` not among
+ * `known`: a warning when the request is otherwise fine, and part of the error when it is not
+ * (a misspelled operation is what "missing acquire, release, …" is about).
+ */
 function unknownKeys(value: unknown, known: readonly string[], where: string): string[] {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return [];
   const unknown = Object.keys(value).filter((key) => !known.includes(key));
   return capped(
-    unknown.map((key) => `warning: ignoring unknown ${where} field "${printable(key)}"`),
-    `warning: ignoring ${unknown.length - MAX_LINES} more unknown ${where} fields`,
+    unknown.map((key) => {
+      const suggestion = suggestField(key, known);
+      const hint = suggestion === undefined ? '' : ` (did you mean "${suggestion}"?)`;
+      return `unknown ${where} field "${printable(key)}"${hint}`;
+    }),
+    `${unknown.length - MAX_LINES} more unknown ${where} fields`,
   );
 }
 
@@ -445,7 +461,7 @@ function expectObject(value: unknown): void {
 async function parseSource(
   raw: unknown,
   problems: string[],
-  warnings: string[],
+  unknown: string[],
 ): Promise<Source | undefined> {
   if (raw === undefined || raw === null) {
     problems.push(
@@ -456,7 +472,7 @@ async function parseSource(
     return undefined;
   }
   const result = sourceSchema.safeParse(raw);
-  warnings.push(...unknownKeys(raw, Object.keys(SOURCE_SHAPE), 'source'));
+  unknown.push(...unknownKeys(raw, Object.keys(SOURCE_SHAPE), 'source'));
   if (!result.success) problems.push(...issueLines(result.error, 'source'));
   const transport = await transportProblems(raw);
   problems.push(...transport);
@@ -498,55 +514,74 @@ async function transportProblems(raw: unknown): Promise<string[]> {
   return problems;
 }
 
-function finish<T>(problems: string[], build: () => T, warnings: string[]): Parsed<T> {
+/**
+ * `unknown`: the unknown fields, said as warnings, or after the problems when there are any (a
+ * misspelled field is often why a required one is missing); `notes`: other warnings, said only
+ * when the request is taken.
+ */
+function finish<T>(
+  problems: string[],
+  build: () => T,
+  unknown: string[],
+  notes: string[] = [],
+): Parsed<T> {
   if (problems.length > 0) {
-    const unique = [...new Set(problems)];
+    const unique = [
+      ...new Set([...problems, ...unknown.map((line) => `invalid payload (${line})`)]),
+    ];
     throw new ConfigurationError(
       capped(unique, `invalid payload (and ${unique.length - MAX_LINES} more problems)`),
     );
   }
-  return { request: build(), warnings };
+  return {
+    request: build(),
+    warnings: [...unknown.map((line) => `warning: ignoring ${line}`), ...notes],
+  };
 }
 
 /** A `source` object on its own: the pool command builds one from flags or a JSON file. */
 export async function parseSourceObject(raw: unknown): Promise<Parsed<Source>> {
   const problems: string[] = [];
-  const warnings: string[] = [];
-  const source = await parseSource(raw, problems, warnings);
-  return finish(problems, () => source!, warnings);
+  const unknown: string[] = [];
+  const source = await parseSource(raw, problems, unknown);
+  return finish(problems, () => source!, unknown);
 }
 
 export async function parseCheckRequest(text: string): Promise<Parsed<CheckRequest>> {
   const raw = parseJson(text);
   expectObject(raw);
   const problems: string[] = [];
-  const warnings: string[] = [];
+  const unknown: string[] = [];
   // Source problems first, as the reference reports them.
-  const source = await parseSource((raw as { source?: unknown }).source, problems, warnings);
+  const source = await parseSource((raw as { source?: unknown }).source, problems, unknown);
+  unknown.push(...unknownKeys(raw, ENVELOPE_KEYS, 'request'));
   const envelope = checkSchema.safeParse(raw);
   if (!envelope.success) problems.push(...issueLines(envelope.error));
   // The reference answers such a version (its own test sends "bogus-ref") as an unknown commit:
   // with the latest commit that touched the pool. It never reaches git, not even as a revision.
   const ref = envelope.data?.version?.ref ?? undefined;
   const version = ref !== undefined && COMMIT_ID.test(ref) ? ref : undefined;
-  if (ref !== undefined && ref !== '' && version === undefined)
-    warnings.push(
-      `version.ref "${printable(ref)}" is not a commit id: answering with the latest commit that touched the pool`,
-    );
-  return finish(problems, () => ({ source: source!, version }), warnings);
+  const notes =
+    ref !== undefined && ref !== '' && version === undefined
+      ? [
+          `version.ref "${printable(ref)}" is not a commit id: answering with the latest commit that touched the pool`,
+        ]
+      : [];
+  return finish(problems, () => ({ source: source!, version }), unknown, notes);
 }
 
 export async function parseInRequest(text: string): Promise<Parsed<InRequest>> {
   const raw = parseJson(text);
   expectObject(raw);
   const problems: string[] = [];
-  const warnings: string[] = [];
-  const source = await parseSource((raw as { source?: unknown }).source, problems, warnings);
+  const unknown: string[] = [];
+  const source = await parseSource((raw as { source?: unknown }).source, problems, unknown);
+  unknown.push(...unknownKeys(raw, ENVELOPE_KEYS, 'request'));
   const envelope = inSchema.safeParse(raw);
   if (!envelope.success) problems.push(...issueLines(envelope.error));
   if (envelope.success && !envelope.data.version)
     problems.push('invalid payload (missing version)');
-  if (envelope.success) warnings.push(...unknownKeys(envelope.data.params, ['depth'], 'params'));
+  if (envelope.success) unknown.push(...unknownKeys(envelope.data.params, ['depth'], 'params'));
   return finish(
     problems,
     () => ({
@@ -554,7 +589,7 @@ export async function parseInRequest(text: string): Promise<Parsed<InRequest>> {
       version: envelope.data!.version!.ref,
       depth: envelope.data!.params?.depth ?? undefined,
     }),
-    warnings,
+    unknown,
   );
 }
 
@@ -562,14 +597,15 @@ export async function parseOutRequest(text: string): Promise<Parsed<OutRequest>>
   const raw = parseJson(text);
   expectObject(raw);
   const problems: string[] = [];
-  const warnings: string[] = [];
-  const source = await parseSource((raw as { source?: unknown }).source, problems, warnings);
+  const unknown: string[] = [];
+  const source = await parseSource((raw as { source?: unknown }).source, problems, unknown);
+  unknown.push(...unknownKeys(raw, ENVELOPE_KEYS, 'request'));
   const envelope = outSchema.safeParse(raw);
   if (!envelope.success) problems.push(...issueLines(envelope.error));
   let operation: OutOperation | undefined;
   if (envelope.success) {
     const params: Partial<OutParams> = envelope.data.params ?? {};
-    warnings.push(...unknownKeys(params, Object.keys(outParamsShape), 'params'));
+    unknown.push(...unknownKeys(params, Object.keys(outParamsShape), 'params'));
     const chosen = OPERATION_KEYS.filter((key) =>
       key === 'acquire' ? params.acquire === true : params[key] !== undefined,
     );
@@ -589,7 +625,7 @@ export async function parseOutRequest(text: string): Promise<Parsed<OutRequest>>
       operation: operation!,
       waitTimeoutMs: envelope.data!.params?.wait_timeout ?? undefined,
     }),
-    warnings,
+    unknown,
   );
 }
 

@@ -316,6 +316,28 @@ cases.push(
   },
 );
 
+// A misspelled field is named with the field it was meant to be, even when the request fails.
+cases.push(
+  {
+    name: 'a misspelled operation',
+    script: 'out',
+    request: { source: source(), params: { aquire: true } },
+    says: /^invalid payload \(missing acquire, release.*\n+invalid payload \(unknown params field "aquire" \(did you mean "acquire"\?\)\)$/m,
+  },
+  {
+    name: 'a misspelled source field next to a missing one',
+    script: 'check',
+    request: { source: { ...source({ branch: undefined }), retry_dealy: '1s' } },
+    says: /^invalid payload \(unknown source field "retry_dealy" \(did you mean "retry_delay"\?\)\)$/m,
+  },
+  {
+    name: 'a misspelled top-level key',
+    script: 'out',
+    request: { source: source(), parms: { acquire: true } },
+    says: /^invalid payload \(unknown request field "parms" \(did you mean "params"\?\)\)$/m,
+  },
+);
+
 describe.concurrent('bad input', () => {
   it.for(cases.map((c) => ({ ...c, title: `${c.script}: ${c.name}` })))(
     '$title',

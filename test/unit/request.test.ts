@@ -30,6 +30,25 @@ async function problems(
 const out = (source: unknown, params: unknown = { acquire: true }) =>
   JSON.stringify({ source, params });
 
+describe('unknown fields', () => {
+  it('are named, with the field they were likely meant to be, when the request fails', async () => {
+    expect(await problems(parseOutRequest, { source: MINIMAL, params: { aquire: true } })).toEqual([
+      'invalid payload (missing acquire, release, remove, claim, add, add_claimed, update, check, or check_unclaimed)',
+      'invalid payload (unknown params field "aquire" (did you mean "acquire"?))',
+    ]);
+  });
+
+  it('are warnings with the same hint when the request is otherwise fine', async () => {
+    const { warnings } = await parseCheckRequest(
+      JSON.stringify({ source: { ...MINIMAL, retry_dealy: '1s' }, verison: {} }),
+    );
+    expect(warnings).toEqual([
+      'warning: ignoring unknown source field "retry_dealy" (did you mean "retry_delay"?)',
+      'warning: ignoring unknown request field "verison" (did you mean "version"?)',
+    ]);
+  });
+});
+
 describe('source', () => {
   it('parses every field of the source, already in the shapes the code uses', async () => {
     const { request, warnings } = await parseOutRequest(
@@ -208,12 +227,12 @@ describe('source', () => {
       ],
     ],
   ])('keeps the reference line for a missing required field: %j', async (source, lines) => {
-    for (const parse of [parseCheckRequest, parseInRequest, parseOutRequest]) {
-      const request = JSON.stringify({
-        source,
-        version: { ref: 'abc123' },
-        params: { acquire: true },
-      });
+    const version = { ref: 'abc123' };
+    for (const [parse, request] of [
+      [parseCheckRequest, { source, version }],
+      [parseInRequest, { source, version }],
+      [parseOutRequest, { source, params: { acquire: true } }],
+    ] as const) {
       expect(await problems(parse, request)).toEqual(lines);
     }
   });
