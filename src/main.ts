@@ -39,6 +39,11 @@ export type Command = (ctx: CommandContext) => Promise<unknown>;
 export interface MainOptions {
   /** The resource scripts take their request on stdin; the pool command for people does not. */
   readStdin?: boolean;
+  /**
+   * Said, as the failure, when the script gets no folder argument: at once, before stdin is
+   * read, so a person trying the script by hand is not left waiting for input it would refuse.
+   */
+  usage?: string;
   /** Turns the result into stdout's text (default: one JSON document); empty text writes nothing. */
   render?: (result: unknown) => string;
 }
@@ -81,7 +86,14 @@ export async function main(command: Command, options: MainOptions = {}): Promise
     onExit: (task) => exitTasks.push(task),
     onForcedExit: (task) => forcedExitTasks.push(task),
   };
-  const work = (takesStdin ? readStdin(controller.signal) : Promise.resolve(''))
+  const usage = ctx.args[0] ? undefined : options.usage;
+  const input =
+    usage !== undefined
+      ? Promise.reject(new ConfigurationError([usage]))
+      : takesStdin
+        ? readStdin(controller.signal)
+        : Promise.resolve('');
+  const work = input
     .then((stdin) => command({ ...ctx, stdin }))
     .then(
       (result) => ({ ok: true as const, result }),

@@ -1,5 +1,5 @@
 // Entry point of /opt/resource/in.
-import { runIn } from '../commands/in.js';
+import { IN_USAGE, runIn } from '../commands/in.js';
 import { main } from '../main.js';
 
-await main(runIn);
+await main(runIn, { usage: IN_USAGE });

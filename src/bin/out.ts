@@ -1,5 +1,5 @@
 // Entry point of /opt/resource/out.
-import { runOut } from '../commands/out.js';
+import { OUT_USAGE, runOut } from '../commands/out.js';
 import { main } from '../main.js';
 
-await main(runOut);
+await main(runOut, { usage: OUT_USAGE });

@@ -11,10 +11,13 @@ import { lockResponse, openSession, readRequest } from '../session.js';
 /** Commits fetched from the tip at first (the window widens fourfold when a question needs it). */
 const IN_WINDOW = 16;
 
+/** Said when the folder argument is missing (main says it before reading stdin). */
+export const IN_USAGE = 'usage: in DESTINATION_DIRECTORY';
+
 export async function runIn(ctx: CommandContext) {
   const request = await readRequest(ctx, parseInRequest);
   const dest = ctx.args[0];
-  if (!dest) throw new ConfigurationError(['usage: in DESTINATION_DIRECTORY']);
+  if (!dest) throw new ConfigurationError([IN_USAGE]);
   const { source, version } = request;
   const { git, environment } = await openSession(source, ctx);
   const history = new BranchHistory(

@@ -9,13 +9,13 @@ import { parseOutRequest, type OutOperation } from '../request.js';
 import { lockResponse, openSession, readRequest } from '../session.js';
 import { readStepFile, stepFolder, type StepFolder } from '../step-folder.js';
 
+/** Said when the folder argument is missing (main says it before reading stdin). */
+export const OUT_USAGE = 'usage: out SOURCE_DIRECTORY (the build folder holding the step folders)';
+
 export async function runOut(ctx: CommandContext) {
   const request = await readRequest(ctx, parseOutRequest);
   const src = ctx.args[0];
-  if (!src)
-    throw new ConfigurationError([
-      'usage: out SOURCE_DIRECTORY (the build folder holding the step folders)',
-    ]);
+  if (!src) throw new ConfigurationError([OUT_USAGE]);
   const operation = await resolveOperation(request.operation, src);
   const { source } = request;
 

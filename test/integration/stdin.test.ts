@@ -52,6 +52,28 @@ describe('stdin', () => {
     },
   );
 
+  it.for([
+    ['out', 'usage: out SOURCE_DIRECTORY (the build folder holding the step folders)'],
+    ['in', 'usage: in DESTINATION_DIRECTORY'],
+  ])(
+    '%s without its folder argument says its usage at once, before reading stdin',
+    async ([script, usage]) => {
+      const child = spawn(join(ASSETS, script!), [], { stdio: ['pipe', 'pipe', 'pipe'] });
+      let stderr = '';
+      child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+      child.stdin.on('error', () => undefined);
+      // A person trying the script by hand: nothing typed yet, stdin open.
+      const code = await Promise.race([
+        new Promise<number | null>((resolve) => child.on('exit', (exitCode) => resolve(exitCode))),
+        new Promise<'running'>((resolve) => setTimeout(resolve, 5_000, 'running')),
+      ]);
+      if (code === 'running') child.kill('SIGKILL');
+      child.stdin.destroy();
+      expect(code).toBe(1);
+      expect(stderr).toBe(`${usage}\n`);
+    },
+  );
+
   it('takes a request of nearly 1 MiB (a long known_hosts, say)', async () => {
     const result = await runScript('check', {
       source: { uri: repo.bare, branch: repo.branch, pool: 'pool' },
