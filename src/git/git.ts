@@ -25,7 +25,13 @@ export interface GitRunOptions {
   input?: Buffer;
 }
 
+/** The commands that talk to the lock repository itself, not only to the local copy. */
+const REMOTE_COMMANDS = new Set(['clone', 'fetch', 'ls-remote', 'push']);
+
 export class Git {
+  /** Whether a command of this run reached the lock repository (see AccessFailure.missing). */
+  private reachedRemote = false;
+
   constructor(
     private readonly environment: GitEnvironment,
     private readonly signal: AbortSignal,
@@ -70,16 +76,21 @@ export class Git {
     };
     signal.addEventListener('abort', stopProcesses, { once: true });
     try {
-      return await simpleGit(gitOptions)
+      const output = await simpleGit(gitOptions)
         .env(this.environment.env)
         .raw([...args]);
+      if (REMOTE_COMMANDS.has(args[0] ?? '')) this.reachedRemote = true;
+      return output;
     } catch (error) {
       if (parent.aborted) throw new CancelledError(parent.reason);
       if (timeout.aborted) throw new GitTimeoutError(args, this.timeoutMs);
       if (failure) {
-        // Refused credentials or host key: fail once, clearly, instead of retrying.
-        const reason = accessFailure(failure.stderr);
-        throw reason ? new AccessError(args, reason) : failure;
+        // Refused credentials or host key, no repository at the uri: fail once, clearly,
+        // instead of retrying.
+        const access = accessFailure(failure.stderr);
+        if (access && !(access.missing && this.reachedRemote))
+          throw new AccessError(args, access.reason);
+        throw failure;
       }
       // simple-git refuses settings that make git run programs (core.sshCommand, hooks, …):
       // only the user's git_config can bring those, so it is a request that can never work.
