@@ -5,6 +5,7 @@
 import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CancelledError, GitCommandError, OperationError, formatMs } from './errors.js';
+import { missingPoolError } from './missing-pool.js';
 import { displayUri } from './logger.js';
 import type { Git } from './git/git.js';
 import { lockPath, type LockState } from './pool-state.js';
@@ -106,11 +107,13 @@ export class LockHolders {
       const [, state, name] = match as unknown as [string, LockState, string];
       if (!name.startsWith('.')) locks.push({ name, state });
     }
-    if (!folders.has(`${pool}/claimed`) || !folders.has(`${pool}/unclaimed`)) {
-      throw new OperationError(
-        `pool "${pool}" does not exist on branch "${this.options.branch}" (expected folders ${pool}/claimed/ and ${pool}/unclaimed/)`,
+    if (!folders.has(`${pool}/claimed`) || !folders.has(`${pool}/unclaimed`))
+      throw await missingPoolError(
+        (args) => this.run(args, signal),
+        this.trackingRef,
+        pool,
+        this.options.branch,
       );
-    }
     return locks.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 

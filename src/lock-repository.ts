@@ -16,6 +16,7 @@ import { readRef } from './git/refs.js';
 import { lockPath, type Change, type LockState, type PoolState } from './pool-state.js';
 import { displayUri } from './logger.js';
 import { lockNameProblem } from './lock-name.js';
+import { missingPoolError } from './missing-pool.js';
 import { entryRef, linePrefix, parseEntryRef, type WaitingEntry } from './waiting-line.js';
 
 export interface LockRepositoryOptions {
@@ -253,11 +254,13 @@ export class LockRepository {
       }
       (state === 'claimed' ? claimed : unclaimed).add(name);
     }
-    if (!folders.has(`${pool}/claimed`) || !folders.has(`${pool}/unclaimed`)) {
-      throw new OperationError(
-        `pool "${pool}" does not exist on branch "${this.options.branch}" (expected folders ${pool}/claimed/ and ${pool}/unclaimed/)`,
+    if (!folders.has(`${pool}/claimed`) || !folders.has(`${pool}/unclaimed`))
+      throw await missingPoolError(
+        (args) => this.run(args),
+        this.synced(),
+        pool,
+        this.options.branch,
       );
-    }
     return { claimed, unclaimed, irregular };
   }
 

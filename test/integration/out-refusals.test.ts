@@ -51,11 +51,12 @@ async function out(
 }
 
 describe('out refuses at once, committing nothing', () => {
-  it('a pool folder that does not exist on the branch', async () => {
+  it('a pool folder that does not exist on the branch, naming the pools that do', async () => {
     const result = await out({ acquire: true }, { source: { pool: 'nope' } });
+    // "half" has no unclaimed/ folder: not a pool.
     refused(
       result,
-      'pool "nope" does not exist on branch "master" (expected folders nope/claimed/ and nope/unclaimed/)',
+      'pool "nope" does not exist on branch "master" (expected folders nope/claimed/ and nope/unclaimed/); pools on the branch: "other-pool", "pool"; create it with: pool init --uri URI --branch master --pool nope --lock NAME',
     );
   });
 

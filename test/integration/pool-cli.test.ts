@@ -261,7 +261,7 @@ describe('pool status', () => {
     const noPool = await pool(['status', ...sourceFlags('nope')]);
     expect(noPool.code).toBe(1);
     expect(noPool.stderr.trim()).toBe(
-      'error: pool "nope" does not exist on branch "master" (expected folders nope/claimed/ and nope/unclaimed/)',
+      'error: pool "nope" does not exist on branch "master" (expected folders nope/claimed/ and nope/unclaimed/); pools on the branch: "pool"; create it with: pool init --uri URI --branch master --pool nope --lock NAME',
     );
     const noBranch = await pool([
       'status',
