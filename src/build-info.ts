@@ -1,6 +1,8 @@
 // What a commit says about the build behind it: the `Build URL:` line every commit carries and
 // the holder trailers of claiming commits.
 
+import { formatGoDuration } from './duration.js';
+
 export interface BuildInfo {
   url?: string;
   id?: string;
@@ -47,6 +49,8 @@ export interface ClaimRecord {
   at: Date;
   /** Who holds the lock when it is not a build (the pool command's operator); else the build URL. */
   by?: string;
+  /** How long the put took to get the lock, from its start to this commit. */
+  waitedMs: number;
 }
 
 /** `SUBJECT`, a blank line, `Build URL: …`; claiming commits add a trailer block after it. */
@@ -63,6 +67,7 @@ export function commitMessage(subject: string, build: BuildInfo, claim?: ClaimRe
       ['Build-Pipeline', build.pipeline],
       ['Build-Job', build.job],
       ['Build-Name', build.name],
+      ['Waited', formatGoDuration(claim.waitedMs)],
     ];
     message += '\n';
     for (const [key, value] of trailers) {

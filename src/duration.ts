@@ -50,3 +50,23 @@ export function parseGoDuration(text: string): { ms: number } | { error: string 
 export function nanosToMs(nanos: number): number {
   return Math.ceil(nanos / 1e6);
 }
+
+/** Milliseconds as Go's time.Duration prints them ("250ms", "1.5s", "1m30s", "1h0m5s"). */
+export function formatGoDuration(ms: number): string {
+  const whole = Math.max(0, Math.round(ms));
+  if (whole === 0) return '0s';
+  if (whole < 1000) return `${whole}ms`;
+  const hours = Math.floor(whole / 3_600_000);
+  const minutes = Math.floor((whole % 3_600_000) / 60_000);
+  const rest = whole % 60_000;
+  const seconds = `${Math.floor(rest / 1000)}${
+    rest % 1000
+      ? `.${String(rest % 1000)
+          .padStart(3, '0')
+          .replace(/0+$/, '')}`
+      : ''
+  }s`;
+  if (hours > 0) return `${hours}h${minutes}m${seconds}`;
+  if (minutes > 0) return `${minutes}m${seconds}`;
+  return seconds;
+}

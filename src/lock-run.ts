@@ -39,6 +39,7 @@ export async function runLockOperation(
     line: operation.kind === 'acquire',
   });
   const token = ctx.newToken();
+  const started = ctx.clock.now();
   const pool = new LockPool(
     repository,
     ctx.clock,
@@ -56,7 +57,14 @@ export async function runLockOperation(
         commitMessage(
           subject,
           build,
-          claiming ? { token, at: new Date(ctx.clock.now()), by: options.claimedBy } : undefined,
+          claiming
+            ? {
+                token,
+                at: new Date(ctx.clock.now()),
+                by: options.claimedBy,
+                waitedMs: ctx.clock.now() - started,
+              }
+            : undefined,
         ),
     },
     ctx.signal,

@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript, tempDir } from '../helpers/run-script.js';
 import { lockStep } from '../helpers/steps.js';
+import { parseGoDuration } from '../../src/duration.js';
 
 let repo: LockRepo;
 afterEach(async () => repo?.cleanup());
@@ -92,6 +93,7 @@ describe('holder records on claiming commits', () => {
         'Build-Pipeline',
         'Build-Job',
         'Build-Name',
+        'Waited',
       ]);
       expect(trailers['Claim-Token']).toMatch(/^[0-9a-f-]{36}$/);
       expect(trailers['Claimed-At']).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
@@ -108,6 +110,27 @@ describe('holder records on claiming commits', () => {
       });
     });
   }
+
+  it('Waited says how long the put waited for the lock', async () => {
+    repo = await createLockRepo({ pool: { claimed: ['lock-a'] } });
+    const args = [await tempDir()];
+    const run = runScript('out', { source: source(), params: { acquire: true } }, { args });
+    const holdMs = 1_500;
+    await new Promise((resolve) => setTimeout(resolve, holdMs));
+    const release = await runScript(
+      'out',
+      { source: source(), params: { release: 'lock' } },
+      { args: [await lockStep('lock-a')] },
+    );
+    expect(release.code, release.stderr).toBe(0);
+    const acquired = await run;
+    expect(acquired.code, acquired.stderr).toBe(0);
+    const waited = parseGoDuration((await tipRecord()).trailers.Waited ?? '');
+    expect(waited).toEqual({ ms: expect.any(Number) });
+    // Counted from the put's own start, a little after the spawn.
+    expect((waited as { ms: number }).ms).toBeGreaterThanOrEqual(holdMs - 500);
+    expect((waited as { ms: number }).ms).toBeLessThan(holdMs + 10_000);
+  });
 
   it('uses BUILD_URL when Concourse sets it, and a new token for every put', async () => {
     repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
@@ -144,7 +167,7 @@ describe('holder records on claiming commits', () => {
     expect(result.code).toBe(0);
     const { message, trailers } = await tipRecord();
     expect(message.split('\n').slice(0, 3)).toEqual(['claiming: lock-a', '', 'Build URL: unknown']);
-    expect(Object.keys(trailers)).toEqual(['Claim-Token', 'Claimed-At', 'Claimed-By']);
+    expect(Object.keys(trailers)).toEqual(['Claim-Token', 'Claimed-At', 'Claimed-By', 'Waited']);
     expect(trailers['Claimed-By']).toBe('unknown');
   });
 

@@ -96,6 +96,7 @@ describe('commitMessage', () => {
     const message = commitMessage('claiming: lock-a', buildInfoFromEnv(JOB_BUILD), {
       token: 'b7c2a1e0-token',
       at: new Date('2026-03-01T12:34:56.789Z'),
+      waitedMs: 90_500,
     });
     expect(message).toBe(
       [
@@ -111,6 +112,7 @@ describe('commitMessage', () => {
         'Build-Pipeline: deploy',
         'Build-Job: smoke-test',
         'Build-Name: 42',
+        'Waited: 1m30.5s',
         '',
       ].join('\n'),
     );
@@ -120,7 +122,7 @@ describe('commitMessage', () => {
     const message = commitMessage(
       'claiming: lock-a',
       { url: 'u', job: 'evil\nClaim-Token: forged' },
-      { token: 't', at: new Date(0) },
+      { token: 't', at: new Date(0), waitedMs: 0 },
     );
     expect(message).toContain('Build-Job: evil Claim-Token: forged\n');
     expect(message.match(/^Claim-Token:/gm)).toHaveLength(1);
@@ -130,8 +132,8 @@ describe('commitMessage', () => {
 describe('commitMessage from the pool command', () => {
   it('an explicit holder replaces the build URL in Claimed-By', () => {
     const at = new Date('2026-11-29T17:50:00.123Z');
-    expect(commitMessage('claiming: a', {}, { token: 't', at, by: 'alice@desk' })).toContain(
-      'Claimed-By: alice@desk\n',
-    );
+    expect(
+      commitMessage('claiming: a', {}, { token: 't', at, by: 'alice@desk', waitedMs: 0 }),
+    ).toContain('Claimed-By: alice@desk\n');
   });
 });
