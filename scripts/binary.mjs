@@ -42,7 +42,7 @@ export async function buildBinary(options = {}) {
   await mkdir(outDir, { recursive: true });
   const work = await mkdtemp(join(tmpdir(), 'pool-binary-'));
   try {
-    return await inject(await bundleAt(work), work, outDir, node, options.codeCache ?? true);
+    return await inject(await bundleAt(work, options.snapshot), work, outDir, node, options);
   } finally {
     await rm(work, { recursive: true, force: true });
   }
@@ -64,11 +64,32 @@ const nativeOptionalPlugin = {
   },
 };
 
-async function bundleAt(work) {
+/**
+ * The bundle's entry: it runs the command at once, or (snapshot) evaluates every module while the
+ * snapshot is made and runs the command when the executable starts from it.
+ */
+function entrySource(snapshot) {
+  const run = `start(process.argv).catch((error) => {
+    process.stderr.write(\`error: \${error instanceof Error ? error.message : String(error)}\\n\`);
+    process.exitCode = 1;
+  });`;
+  const entry = `import { start } from ${JSON.stringify(ENTRY)};\n`;
+  if (!snapshot) return `${entry}${run}\n`;
+  return `${entry}${['check', 'in', 'out', 'pool']
+    .map((name) => `import ${JSON.stringify(join(ROOT, 'dist', 'commands', `${name}.js`))};\n`)
+    .join('')}import ${JSON.stringify(join(ROOT, 'dist', 'ssh-main.js'))};
+import { startupSnapshot } from 'node:v8';
+startupSnapshot.setDeserializeMainFunction(() => {
+  ${run}
+});
+`;
+}
+
+async function bundleAt(work, snapshot) {
   const bundle = join(work, 'bundle.cjs');
   await build({
     absWorkingDir: ROOT,
-    entryPoints: [ENTRY],
+    stdin: { contents: entrySource(snapshot), resolveDir: ROOT, sourcefile: 'executable.js' },
     outfile: bundle,
     bundle: true,
     format: 'cjs',
@@ -88,7 +109,7 @@ async function bundleAt(work) {
   return bundle;
 }
 
-async function inject(bundle, work, outDir, node, codeCache) {
+async function inject(bundle, work, outDir, node, { codeCache = true, snapshot = false }) {
   const blob = join(work, 'sea-prep.blob');
   const config = join(work, 'sea-config.json');
   await writeFile(
@@ -97,7 +118,8 @@ async function inject(bundle, work, outDir, node, codeCache) {
       main: bundle,
       output: blob,
       disableExperimentalSEAWarning: true,
-      useCodeCache: codeCache,
+      useCodeCache: codeCache && !snapshot,
+      useSnapshot: snapshot,
     }),
   );
   // It says "Wrote single executable preparation blob to …" on stderr; failures throw with it.
@@ -131,6 +153,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1]
       node: { type: 'string' },
       out: { type: 'string' },
       'no-code-cache': { type: 'boolean' },
+      snapshot: { type: 'boolean' },
     },
   });
   const started = Date.now();
@@ -138,6 +161,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1]
     node: values.node,
     outDir: values.out,
     codeCache: !values['no-code-cache'],
+    snapshot: values.snapshot,
   });
   const version = execFileSync(node, ['--version'], { encoding: 'utf8' }).trim();
   console.log(

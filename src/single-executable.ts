@@ -29,7 +29,11 @@ async function run(name: CommandName): Promise<void> {
   }
 }
 
-async function start(argv: string[]): Promise<void> {
+/**
+ * Runs the command `argv` names (process.argv). scripts/binary.mjs's bundle entry calls it when the
+ * executable starts.
+ */
+export async function start(argv: string[]): Promise<void> {
   // A single executable's argv is [executable, the name it was called as, ...arguments].
   const calledAs = basename(argv[1] ?? '');
   const first = argv[2];
@@ -50,10 +54,3 @@ async function start(argv: string[]): Promise<void> {
   );
   process.exitCode = 1;
 }
-
-// Bundled as CommonJS (what a single executable runs), so no top-level await; main() reports
-// every failure of a command itself, this only what escapes it.
-start(process.argv).catch((error: unknown) => {
-  process.stderr.write(`error: ${error instanceof Error ? error.message : String(error)}\n`);
-  process.exitCode = 1;
-});
