@@ -1,7 +1,7 @@
-// Entry point of the single executable (`npm run binary`): check, in, out and pool in one file
-// with Node inside, chosen by the name it is called as (links named check, in, out, pool) or by
-// its first argument. It is git's SSH program too (first argument `ssh`), so a machine needs
-// only git besides it.
+// The single executable's commands (`npm run binary`): check, in, out and pool in one file with
+// Node inside, chosen by the name it is called as (links named check, in, out, pool) or by its
+// first argument. It is git's SSH program too (first argument `ssh`), so a machine needs only git
+// besides it. scripts/binary.mjs bundles it with an entry that calls start().
 import { basename } from 'node:path';
 import { useSshCommand } from './git/ssh-command.js';
 import { main } from './main.js';
@@ -29,10 +29,7 @@ async function run(name: CommandName): Promise<void> {
   }
 }
 
-/**
- * Runs the command `argv` names (process.argv). scripts/binary.mjs's bundle entry calls it when the
- * executable starts.
- */
+/** Runs the command `argv` (process.argv) names. */
 export async function start(argv: string[]): Promise<void> {
   // A single executable's argv is [executable, the name it was called as, ...arguments].
   const calledAs = basename(argv[1] ?? '');
