@@ -49,6 +49,7 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends git ca-certificates \
  && if dpkg-query -W -f '${db:Status-Abbrev}' npm 2>/dev/null | grep -q '^ii'; then \
       apt-mark manual nodejs && apt-get purge -y --auto-remove npm; fi \
+ && apt-get clean \
  && rm -rf /var/lib/apt/lists/* \
  && rm -rf /usr/local/lib/node_modules /usr/local/bin/npm /usr/local/bin/npx \
       /usr/local/bin/corepack /usr/local/bin/yarn /usr/local/bin/yarnpkg /opt/yarn-* \
