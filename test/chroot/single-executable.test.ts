@@ -140,7 +140,13 @@ describe('the single executable in a root filesystem without Node', () => {
     expect(await readdir(runTmp)).toEqual([]);
     expect(await repo.tip()).toBe(before);
     expect(await repo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
-    // Its place in the waiting line is gone too.
-    expect(await git(repo.bare, 'for-each-ref', 'refs/pool-resource/')).toBe('');
+    // Its place in the waiting line is gone too, or (when the stop's budget ran out first, as
+    // under heavy load) it says so and the puts behind it pass the entry once it is stale.
+    const line = await git(repo.bare, 'for-each-ref', 'refs/pool-resource/');
+    if (line !== '') {
+      expect(stopped.stderr).toMatch(
+        /could not take this put out of the waiting line .*: the puts behind it will, after /,
+      );
+    }
   });
 });

@@ -111,7 +111,7 @@ describe("the payload on Debian trixie's node and git", () => {
   });
 
   it.each(['a local path', 'SSH'])(
-    'stops a put waiting for a lock over %s within 1 s of SIGTERM, leaving the line',
+    'stops a put waiting for a lock over %s within 1 s of SIGTERM, taking nothing',
     async (transport) => {
       repo = await createLockRepo({ pool: { claimed: ['lock-a'] } });
       const before = await repo.tip();
@@ -132,9 +132,14 @@ describe("the payload on Debian trixie's node and git", () => {
         expect(stopped.code, stopped.stderr).toBe(143);
         expect(stopped.exitAfterSignal).toBeLessThan(1_000);
         expect(await repo.tip()).toBe(before);
-        expect(await git(repo.bare, 'for-each-ref', 'refs/pool-resource/'), stopped.stderr).toBe(
-          '',
-        );
+        // It leaves the waiting line, or (when the stop's budget ran out first, as under heavy
+        // load) says so and the puts behind it pass its entry once it is stale.
+        const line = await git(repo.bare, 'for-each-ref', 'refs/pool-resource/');
+        if (line !== '') {
+          expect(stopped.stderr).toMatch(
+            /could not take this put out of the waiting line .*: the puts behind it will, after /,
+          );
+        }
       } finally {
         await sshd?.stop();
       }
