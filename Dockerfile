@@ -1,19 +1,28 @@
 # syntax=docker/dockerfile:1
 # The pool resource image: /opt/resource/{check,in,out,pool} are node programs (no shell wrapper,
-# so the process Concourse starts and signals is the one doing the work). The runtime needs only
-# node, git and CA certificates: SSH is spoken in-process, so no OpenSSH client, ssh-agent,
-# proxytunnel, bash scripts or jq.
+# so the process Concourse starts and signals is the one doing the work). The runtime holds node,
+# git, CA certificates and the payload: SSH is spoken in-process, so no OpenSSH client, ssh-agent,
+# proxytunnel, bash scripts or jq, and no Node package manager (npm, npx, corepack, yarn). The
+# Debian base system stays as it is, dpkg and apt included, so the image can be extended with
+# `apt-get install`. scripts/image-check.mjs checks these promises in the built image.
 #
-#   docker build -t pool-resource .                   builds, runs unit and end-to-end tests
-#   docker build --target runtime -t pool-resource .  the same image without the end-to-end run
+#   docker build -t pool-resource:0.1.0 .                   builds, runs unit and end-to-end tests
+#   docker build --target runtime -t pool-resource:0.1.0 .  the same image without the end-to-end run
+#   npm run image                                           the same with buildah, then checks it
+#
+# Where TLS is intercepted, npm needs that CA: pass it as a build secret (never stored in a layer):
+#   docker build --secret id=ca,src=$NODE_EXTRA_CA_CERTS -t pool-resource:0.1.0 .
+#
+# BASE_IMAGE names the Node image both stages start from (Debian based, with node and npm).
 #
 # /opt/resource is exactly what `npm run package` writes to build/resource/.
 
 ARG NODE_VERSION=24
 ARG DEBIAN_RELEASE=trixie
+ARG BASE_IMAGE=node:${NODE_VERSION}-${DEBIAN_RELEASE}-slim
 
 # --- build: install, compile, unit tests, package -------------------------------------------
-FROM node:${NODE_VERSION}-${DEBIAN_RELEASE}-slim AS build
+FROM ${BASE_IMAGE} AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends git ca-certificates \
  && rm -rf /var/lib/apt/lists/*
@@ -21,22 +30,30 @@ WORKDIR /src
 COPY package.json package-lock.json ./
 # No install scripts: ssh2's and cpu-features' native builds are optional (ssh2 falls back to
 # pure JavaScript and the payload leaves them out), and esbuild runs from its platform package.
-RUN npm ci --ignore-scripts --no-audit --no-fund
+RUN --mount=type=secret,id=ca \
+    if [ -s /run/secrets/ca ]; then export NODE_EXTRA_CA_CERTS=/run/secrets/ca; fi \
+ && npm ci --ignore-scripts --no-audit --no-fund
 COPY . .
 RUN npm run build \
  && npx vitest run test/unit \
  && node scripts/package.mjs
 
 # --- runtime: node, git, CA certificates and the payload ------------------------------------
-FROM node:${NODE_VERSION}-${DEBIAN_RELEASE}-slim AS runtime
+FROM ${BASE_IMAGE} AS runtime
 # --no-install-recommends keeps git's recommended ssh-client, less and patch out. The resource
-# never installs packages, so the package managers and the shell entrypoint of the node image go.
+# never installs packages, so the package managers and the shell entrypoint of the node image go:
+# the official image keeps them under /usr/local; a base made from Debian's nodejs and npm
+# (scripts/image.mjs) has the package npm, and corepack's program from node-corepack, which
+# Debian's nodejs depends on.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends git ca-certificates \
+ && if dpkg-query -W -f '${db:Status-Abbrev}' npm 2>/dev/null | grep -q '^ii'; then \
+      apt-mark manual nodejs && apt-get purge -y --auto-remove npm; fi \
+ && apt-get clean \
  && rm -rf /var/lib/apt/lists/* \
  && rm -rf /usr/local/lib/node_modules /usr/local/bin/npm /usr/local/bin/npx \
       /usr/local/bin/corepack /usr/local/bin/yarn /usr/local/bin/yarnpkg /opt/yarn-* \
-      /usr/local/bin/docker-entrypoint.sh
+      /usr/bin/corepack /usr/local/bin/docker-entrypoint.sh
 COPY --from=build /src/build/resource/ /opt/resource/
 ENTRYPOINT []
 CMD ["node"]

@@ -75,7 +75,7 @@ function distUrlPlugin(distDir) {
  * zod re-exports every translation of its messages as `z.locales`; the resource only ever shows the
  * English ones (which zod loads on its own), so the others are left out: two thirds of its size.
  */
-const zodLocalesPlugin = {
+export const zodLocalesPlugin = {
   name: 'zod-without-locales',
   setup(pluginBuild) {
     pluginBuild.onResolve({ filter: /^\.\.\/locales\/index\.js$/ }, (args) =>

@@ -1,7 +1,8 @@
 // Recognises, in a failed git command's stderr, the failures that no retry can fix: the server
 // refused our credentials, the host key is wrong, the proxy refused us, the certificate is not
-// trusted, there is no repository at that address. Lines starting `ssh: ` are written by our own SSH program (src/transport), so their
-// wording is ours; the others are git's (2.39) own words.
+// trusted, there is no repository at that address. Lines starting `ssh: ` are written by our own
+// SSH program (src/transport), so their wording is ours; the others are git's own words, with
+// libcurl's reason after `unable to access`.
 
 /** `missing`: the words say there is no repository at the address (see accessFailure). */
 const PERMANENT: { pattern: RegExp; hint?: string; missing?: boolean }[] = [
@@ -12,8 +13,13 @@ const PERMANENT: { pattern: RegExp; hint?: string; missing?: boolean }[] = [
     hint: 'the server asks for credentials: set username and password',
   },
   {
+    // libcurl words an untrusted certificate by its TLS library and version: OpenSSL says "SSL
+    // certificate problem"; GnuTLS (Debian's git) says "server certificate verification failed"
+    // up to curl 7.x (bookworm) and "server verification failed: <cause>" from curl 8 (trixie).
+    // A name that does not match is "SSL: certificate subject name … does not match" (GnuTLS) or
+    // "SSL: no alternative certificate subject name matches" (OpenSSL).
     pattern:
-      /^fatal: unable to access .*(SSL certificate problem|server certificate verification failed)/,
+      /^fatal: unable to access .*(SSL certificate problem|server (certificate )?verification failed|SSL: (no alternative )?certificate subject name)/,
     hint: 'set skip_ssl_verification: true to accept it',
   },
   { pattern: /^fatal: unable to access .*The requested URL returned error: 40[13]\b/ },

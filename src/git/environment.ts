@@ -4,10 +4,10 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { Source } from '../request.js';
 import { SSH_CONFIG_ENV, SSH_MUX_ENV, type SshTransportConfig } from '../transport/ssh-config.js';
 import { startSshMux } from '../transport/ssh-mux.js';
+import { sshCommand } from './ssh-command.js';
 
 export interface GitEnvironment {
   /** Private folder (HOME of every git child), removed by `dispose`. */
@@ -18,8 +18,6 @@ export interface GitEnvironment {
   dispose(): Promise<void>;
 }
 
-/** Our SSH command (dist/bin/ssh.js next to this module's dist/git/). */
-const SSH_PROGRAM = fileURLToPath(new URL('../bin/ssh.js', import.meta.url));
 /** Longest wait for an SSH connection (TCP, proxy, handshake, authentication). */
 const SSH_CONNECT_TIMEOUT_MS = 30_000;
 
@@ -171,7 +169,7 @@ async function fill(
     // Half of git_timeout at most, so a silent server is reported as such, not as a git timeout.
     connectTimeoutMs: Math.min(SSH_CONNECT_TIMEOUT_MS, Math.ceil(source.gitTimeoutMs / 2)),
   };
-  env.GIT_SSH_COMMAND = `${shellQuote(process.execPath)} ${shellQuote(SSH_PROGRAM)}`;
+  env.GIT_SSH_COMMAND = sshCommand().map(shellQuote).join(' ');
   env.GIT_SSH_VARIANT = 'ssh';
 
   // HTTP(S) basic auth (from username/password or the URI's userinfo, see request.ts) through

@@ -40,6 +40,8 @@ export interface RunOptions {
   /** Where the scripts' and git's temporary folders go (tests use it to find leftover processes). */
   tmpdir?: string;
   assets?: string;
+  /** A program and arguments that start the script in turn (e.g. chroot into a root filesystem). */
+  prefix?: string[];
 }
 
 export function startScript(
@@ -48,7 +50,8 @@ export function startScript(
   options: RunOptions = {},
 ): RunningScript {
   const started = Date.now();
-  const child = spawn(join(options.assets ?? ASSETS, script), options.args ?? [], {
+  const [file, ...prefixArgs] = [...(options.prefix ?? []), join(options.assets ?? ASSETS, script)];
+  const child = spawn(file!, [...prefixArgs, ...(options.args ?? [])], {
     stdio: ['pipe', 'pipe', 'pipe'],
     env: {
       PATH: process.env.PATH ?? '/usr/bin:/bin',

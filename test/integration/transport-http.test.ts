@@ -123,7 +123,8 @@ describe('https:// with a self-signed certificate', () => {
     const result = await check({ uri: https.url(repo.bare) });
     expectOneLineFailure(
       result,
-      /(SSL certificate problem|certificate verification failed).*\(set skip_ssl_verification: true to accept it\)$/,
+      // libcurl's words for it: OpenSSL's, or GnuTLS's before and from curl 8 (Debian trixie).
+      /(SSL certificate problem|server (certificate )?verification failed).*\(set skip_ssl_verification: true to accept it\)$/,
     );
   });
 
