@@ -96,18 +96,20 @@ export class LockRepository {
       if (!sha) continue;
       if (ref === this.branchRef) tip = sha;
       const entry = parseEntryRef(prefix, ref);
-      if (entry) line.push(entry);
+      if (entry) line.push({ ...entry, at: sha });
     }
     return { tip, line };
   }
 
   /**
-   * Puts an entry in the pool's line: a ref at the synced tip, a commit the server already has,
-   * so the push sends no objects. False when the remote refuses refs outside its branches.
+   * Puts an entry in the pool's line, or moves it to the synced tip (a put showing it is alive):
+   * a ref at a commit the server already has, so the push sends no objects. Forced: the tip may
+   * not descend from where the entry pointed. False when the remote refuses refs outside its
+   * branches.
    */
   async join(entry: WaitingEntry): Promise<boolean> {
     const ref = entryRef(this.linePrefix, entry);
-    const outcome = await this.pushRefs([`${this.synced()}:${ref}`], ref);
+    const outcome = await this.pushRefs([`+${this.synced()}:${ref}`], ref);
     if (outcome === undefined) throw new Error(`git push printed no status for ${ref}`);
     return typeof outcome === 'string';
   }
@@ -207,6 +209,13 @@ export class LockRepository {
     this.initialised = true;
     await this.fetch(['--depth=1']);
     await identity;
+  }
+
+  /** When the synced tip was committed: its committer time, to the second. */
+  async tipTime(): Promise<number | undefined> {
+    const out = await this.run(['show', '--no-patch', '--format=%ct', this.synced()]);
+    const seconds = Number(out.trim());
+    return Number.isSafeInteger(seconds) && seconds > 0 ? seconds * 1000 : undefined;
   }
 
   /** The waiting line as the last sync fetched it (empty without the `line` option). */
@@ -515,7 +524,7 @@ export class LockRepository {
       if (branch) tip ??= sha;
       else {
         const entry = parseEntryRef(prefix, name);
-        if (entry) line.push(entry);
+        if (entry) line.push({ ...entry, at: sha });
       }
     }
     if (!tip) throw new Error(`git fetch wrote no FETCH_HEAD for ${this.branchRef}`);
