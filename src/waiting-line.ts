@@ -157,6 +157,26 @@ export function showLifeAfterMs(retryDelayMs: number): number {
 }
 
 /**
+ * The entries a put arriving now would take for gone (see goneAt), from one look at the line:
+ * with locks free since the tip was committed (`tipTime`, to the second), an entry pointing at
+ * an older tip has not shown it is alive since. None while no lock is free.
+ */
+export function goneAtRest(
+  line: readonly WaitingEntry[],
+  pool: { free: number; tip: string; tipTime: number | undefined },
+  now: number,
+  retryDelayMs: number,
+): WaitingEntry[] {
+  if (pool.free === 0 || pool.tipTime === undefined) return [];
+  const stall = {
+    since: Math.min(now, pool.tipTime + 1_000),
+    tips: new Set([pool.tip]),
+    sightings: new Map(line.map((entry) => [sightKey(entry), now])),
+  };
+  return line.filter((entry) => goneAt(entry, stall, retryDelayMs) <= now);
+}
+
+/**
  * A ref name component for any branch or pool name: letters, digits, `-` and `_` as they are,
  * every other byte as %XX (so no `/`, `.`, `..`, `@{` or space reaches the ref name).
  */

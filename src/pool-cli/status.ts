@@ -1,6 +1,7 @@
 // `pool status` output: a table for people, or JSON for scripts, from the locks' records.
 import { formatMs } from '../errors.js';
 import { formatInstant, type LockRecord } from '../lock-holders.js';
+import { compareEntries, type WaitingEntry } from '../waiting-line.js';
 
 export interface StatusEntry {
   name: string;
@@ -38,6 +39,38 @@ export function statusTable(entries: readonly StatusEntry[], now: number): strin
       entry.since ?? '?',
       entry.since ? formatMs(Math.max(0, now - Date.parse(entry.since))) : '?',
     ]),
+  ];
+  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
+  return rows
+    .map((row) =>
+      row
+        .map((cell, column) => (column === row.length - 1 ? cell : cell.padEnd(widths[column]!)))
+        .join('  '),
+    )
+    .join('\n')
+    .concat('\n');
+}
+
+/**
+ * The pool's waiting line, first come first: when each put started waiting, for how long, and
+ * the ones taken for gone (a put killed while it waited, see goneAtRest), which the next put
+ * through the line takes out.
+ */
+export function lineTable(
+  line: readonly WaitingEntry[],
+  gone: readonly WaitingEntry[],
+  now: number,
+): string {
+  const rows = [
+    ['WAITING', 'SINCE', 'FOR', 'STATE'],
+    ...[...line]
+      .sort(compareEntries)
+      .map((entry, index) => [
+        String(index + 1),
+        formatInstant(new Date(entry.since)),
+        formatMs(Math.max(0, now - entry.since)),
+        gone.includes(entry) ? 'gone (left a free lock untaken)' : 'waiting',
+      ]),
   ];
   const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
   return rows
