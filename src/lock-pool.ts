@@ -658,15 +658,6 @@ export class LockPool {
   }
 }
 
-/** The entries ahead that the free locks go to, and a key telling that set apart. */
-function entitledAhead(
-  ahead: readonly WaitingEntry[],
-  free: number,
-): { entries: WaitingEntry[]; key: string } {
-  const entries = ahead.slice(0, free);
-  return { entries, key: entries.map((entry) => entry.token).join(' ') };
-}
-
 function isTransient(error: unknown): boolean {
   return !(
     error instanceof OperationError ||
