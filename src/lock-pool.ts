@@ -140,7 +140,11 @@ interface LineState {
   stall: { since: number; tips: Set<string> } | undefined;
   /** When this put first saw each entry pointing where it points now (by sightKey). */
   sightings: Map<string, number>;
-  /** A tip a look found that this put has not fetched (see waitInLine). */
+  /** When this put first looked at the line. */
+  watchingSince: number | undefined;
+  /**
+   * The entries ahead at a look that found a tip this put has not fetched (see waitInLine).
+   */
   unfetched: string | undefined;
   /** The tip at the last poll, and when this put last saw it move (see frontPollMs). */
   lastTip: string | undefined;
@@ -225,6 +229,7 @@ export class LockPool {
         syncedTip: undefined,
         stall: undefined,
         sightings: new Map(),
+        watchingSince: undefined,
         unfetched: undefined,
         lastTip: undefined,
         movedAt: started,
@@ -451,6 +456,7 @@ export class LockPool {
   /** The line as seen now, without the entries taken to be gone; notes when each was first seen. */
   private present(line: LineState, seen: readonly WaitingEntry[]): WaitingEntry[] {
     const now = this.clock.now();
+    line.watchingSince ??= now;
     const sightings = new Map<string, number>();
     for (const entry of seen) {
       const key = sightKey(entry);
@@ -464,9 +470,10 @@ export class LockPool {
    * Keeps track of since when the free locks have been free. A lock seen free at the previous
    * read, at the same tip or a poll or two ago, has been free since then; any other since the
    * tip was committed (by its committer's clock, to the second), or since this put first saw
-   * the tip if that is earlier.
-   * The stall dates from the lock freed last: until then a put ahead may have had no lock to
-   * take.
+   * the tip if that is earlier. The stall dates from the lock freed first: with other locks
+   * changing hands meanwhile, dating it from the last would put off judging the puts that left
+   * the first untaken for as long as the others keep moving (live puts ahead show it, see
+   * showLife).
    */
   private async observePool(line: LineState, tip: string, free: readonly string[]): Promise<void> {
     const now = this.clock.now();
@@ -495,7 +502,7 @@ export class LockPool {
       since.set(name, at);
     }
     line.freeSince = since;
-    const stallSince = Math.max(...since.values());
+    const stallSince = Math.min(...since.values());
     if (line.stall === undefined) line.stall = { since: stallSince, tips: new Set([tip]) };
     else {
       line.stall.since = stallSince;
@@ -508,7 +515,11 @@ export class LockPool {
     const stall = line.stall;
     if (!stall) return [];
     const now = this.clock.now();
-    const view = { ...stall, sightings: line.sightings };
+    const view = {
+      ...stall,
+      sightings: line.sightings,
+      watchingSince: line.watchingSince ?? this.clock.now(),
+    };
     return ahead.filter((entry) => goneAt(entry, view, this.options.retryDelayMs) <= now);
   }
 
@@ -547,7 +558,11 @@ export class LockPool {
     const times: number[] = [];
     if (line.me.at === undefined || !stall.tips.has(line.me.at))
       times.push(stall.since + showLifeAfterMs(rd));
-    const view = { ...stall, sightings: line.sightings };
+    const view = {
+      ...stall,
+      sightings: line.sightings,
+      watchingSince: line.watchingSince ?? this.clock.now(),
+    };
     const deadlines = ahead.map((entry) => goneAt(entry, view, rd)).sort((a, b) => a - b);
     const needed = deadlines[ahead.length - line.free];
     if (line.free > 0 && needed !== undefined) times.push(needed);
@@ -575,9 +590,9 @@ export class LockPool {
    * frontPollMs, and each poll is the fetch: a tip that moved is at hand for the next attempt
    * without a second round trip. Further back it polls the tip and the line every retry_delay
    * without fetching: a tip change matters only to a put the free locks could reach, so it waits
-   * for the line to move, and fetches only a tip that stands from one poll to the next (a lock
-   * may be free that nobody ahead takes). In a stall it also wakes when it has something to do
-   * there (see wakeAt).
+   * for the line to move, and fetches a new tip only when the line ahead of it stands still for a
+   * poll (a lock may be free that nobody ahead takes). In a stall it also wakes when it has
+   * something to do there (see wakeAt).
    */
   private async waitInLine(
     line: LineState,
@@ -629,10 +644,15 @@ export class LockPool {
       if (remote !== tip) {
         // A branch gone (undefined) is the next sync's to report.
         if (front || remote === undefined || line.ahead.length <= line.free) return;
-        if (line.unfetched === remote) return;
-        line.unfetched = remote;
+        // The tip moved, and for a whole poll nobody ahead has left the line: a lock may be free
+        // that nobody ahead takes. When locks change hands all the time, a tip that stands
+        // still would never come.
+        const ahead = line.ahead.map(sightKey).join(' ');
+        if (line.unfetched === ahead) return;
+        line.unfetched = ahead;
         continue;
       }
+      line.unfetched = undefined;
       if (line.ahead.length < line.free) return;
     }
   }

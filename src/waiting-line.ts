@@ -116,9 +116,8 @@ export function goneAfterMs(entry: WaitingEntry, ownRetryDelayMs: number): numbe
 
 /**
  * What a put knows of a stall: locks free while entries stand in line. A live put shows it is
- * alive by pointing its entry at a tip of the stall (it joins there, or moves its entry there
- * once the stall is older than showLifeAfterMs); an entry of a put that is gone keeps pointing
- * at a tip from before.
+ * alive by moving its entry: it joins, or points it at the tip once the stall is older than
+ * showLifeAfterMs. An entry of a put that is gone stays as it was, pointing at a tip from before.
  */
 export interface Stall {
   /** Since when every lock free now has been free, as far as this put can tell. */
@@ -127,6 +126,8 @@ export interface Stall {
   tips: ReadonlySet<string>;
   /** When this put first saw each entry pointing where it points now (see sightKey). */
   sightings: ReadonlyMap<string, number>;
+  /** When this put first looked at the line: an entry seen since has moved, or joined, since. */
+  watchingSince: number;
 }
 
 export function sightKey(entry: WaitingEntry): string {
@@ -140,11 +141,12 @@ export function sightKey(entry: WaitingEntry): string {
  * it waits for one grace, not one after another.
  */
 export function goneAt(entry: WaitingEntry, stall: Stall, ownRetryDelayMs: number): number {
-  const alive =
-    entry.at !== undefined && stall.tips.has(entry.at)
-      ? (stall.sightings.get(sightKey(entry)) ?? stall.since)
-      : stall.since;
-  return Math.max(stall.since, alive) + goneAfterMs(entry, ownRetryDelayMs);
+  const seen = stall.sightings.get(sightKey(entry));
+  // Pointing at a tip of the stall, or moved while this put watched: alive when first seen so.
+  const moved =
+    seen !== undefined &&
+    ((entry.at !== undefined && stall.tips.has(entry.at)) || seen > stall.watchingSince);
+  return Math.max(stall.since, moved ? seen : stall.since) + goneAfterMs(entry, ownRetryDelayMs);
 }
 
 /**
@@ -172,6 +174,7 @@ export function goneAtRest(
     since: Math.min(now, pool.tipTime + 1_000),
     tips: new Set([pool.tip]),
     sightings: new Map(line.map((entry) => [sightKey(entry), now])),
+    watchingSince: now,
   };
   return line.filter((entry) => goneAt(entry, stall, retryDelayMs) <= now);
 }

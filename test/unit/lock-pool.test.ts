@@ -739,10 +739,11 @@ describe('LockPool in the waiting line', () => {
     const store = new FakeStore(['lock-a'], []);
     store.line = [waiting('first', 3_000), waiting('second', 2_000), waiting('third', 1_000)];
     const { pool, clock } = setup(store, { lineToken: 'me' });
-    // The holder releases and the first in line takes it, over and over: the tip keeps moving.
-    clock.onSleep = (index) => {
-      if (index % 2 === 0) store.otherMoves('lock-a', 'unclaimed');
-      else {
+    // Within each poll the holder releases and the first in line takes it, over and over: the
+    // tip keeps moving, and the line with it.
+    clock.onSleep = () => {
+      if (store.remote.claimed.has('lock-a')) store.otherMoves('lock-a', 'unclaimed');
+      if (store.line[0] && store.line[0].token !== 'me') {
         store.otherMoves('lock-a', 'claimed');
         store.line.shift();
       }

@@ -139,7 +139,8 @@ describe('waiting line timings', () => {
     const stall = {
       since: 50_000,
       tips: new Set(['release']),
-      sightings: new Map<string, number>(),
+      sightings: new Map<string, number>(dead.map((e) => [sightKey(e), 40_000])),
+      watchingSince: 40_000,
     };
     // However many there are: one grace, from the same moment.
     expect(dead.map((e) => goneAt(e, stall, 1_000))).toEqual([54_000, 54_000, 54_000]);
@@ -147,6 +148,13 @@ describe('waiting line timings', () => {
     const alive = { ...entry(4, 'alive', 1_000), at: 'release' };
     stall.sightings.set(sightKey(alive), 51_500);
     expect(goneAt(alive, stall, 1_000)).toBe(55_500);
+    // Or moved it anywhere while this put watched (to a tip it never saw, say).
+    const moved = { ...entry(5, 'moved', 1_000), at: 'unseen' };
+    stall.sightings.set(sightKey(moved), 52_000);
+    expect(goneAt(moved, stall, 1_000)).toBe(56_000);
+    // Seen so since this put first looked, it counts from the stall only.
+    stall.sightings.set(sightKey(moved), 40_000);
+    expect(goneAt(moved, stall, 1_000)).toBe(54_000);
     // It shows that before the puts behind it would take it for gone.
     expect(50_000 + showLifeAfterMs(1_000)).toBeLessThan(goneAt(dead[0]!, stall, 1_000));
   });
