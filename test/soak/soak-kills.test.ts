@@ -20,10 +20,13 @@ const RETRY_DELAY_MS = 250;
 /** Twice retry_delay and 2 s (README, "The waiting line"). */
 const GRACE_MS = 2 * RETRY_DELAY_MS + 2_000;
 /**
- * What a hand-over costs beyond the grace, as seen from here: the poll that notices the tip,
- * the claim's own fetch and push, and two scripts starting and ending on two busy cores.
+ * What a hand-over costs beyond the grace, as seen from here: the poll that notices the release,
+ * the fetch, the push taking the puts gone out of the line, the claim's own commit and push (and
+ * a race lost to another put in line), and two scripts starting and ending on two busy cores.
+ * Without the grace, a hand-over takes 0.4–0.8 s here; one after another, the graces of three
+ * puts killed in a row took 12 s and more.
  */
-const HANDOVER_SLACK_MS = 2_500;
+const HANDOVER_SLACK_MS = 3_000;
 
 let daemon: GitDaemon;
 let repo: LockRepo;
@@ -144,8 +147,6 @@ describe('soak with lost workers', () => {
           const claimed = Date.now();
           live.push({ from, to: claimed });
           const lock = lockOf(`worker ${index} round ${round}`, acquired);
-          (globalThis as any).dbg ??= [];
-          (globalThis as any).dbg.push({ from, claimed, lock, err: acquired.stderr });
           await new Promise((resolve) => setTimeout(resolve, Math.random() * 200));
           holds.push({ lock, claimed, ...(await release(lock, `https://ci/live/${index}`)) });
         }
@@ -166,14 +167,7 @@ describe('soak with lost workers', () => {
             ofLock[i - 1]!.releasing,
           );
           if (live.some(({ from, to }) => from < free && to > free))
-            {
-              if (ofLock[i]!.claimed - free > 4000) {
-                const t0 = Math.min(...live.map((l) => l.from));
-                process.stderr.write(`GAP ${lock} free at ${free - t0} until ${ofLock[i]!.claimed - t0}\n`);
-                for (const d of (globalThis as any).dbg) if (d.from < ofLock[i]!.claimed && d.claimed > free) process.stderr.write(`  put ${d.from - t0}..${d.claimed - t0} ${d.lock}: ${d.err}\n`);
-              }
-              longestFree = Math.max(longestFree, ofLock[i]!.claimed - free);
-            }
+            longestFree = Math.max(longestFree, ofLock[i]!.claimed - free);
         }
       }
       process.stderr.write(
