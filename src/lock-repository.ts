@@ -26,6 +26,12 @@ export interface LockRepositoryOptions {
   workdir: string;
   /** Read the pool's waiting line with every fetch (an acquire keeps its place in it). */
   line?: boolean;
+  /**
+   * Keep the history connected across syncs (the release after a stop): the first sync brings
+   * CLAIM_DEPTH commits, enough to find a claim made just before under contention, and later
+   * ones only the commits since, so a retry after a lost race needs no deepening fetch.
+   */
+  keepHistory?: boolean;
 }
 
 interface TreeEntry {
@@ -33,6 +39,9 @@ interface TreeEntry {
   type: string;
   id: string;
 }
+
+/** How many commits a keepHistory copy starts with. */
+const CLAIM_DEPTH = 16;
 
 /** Where fast-import leaves each attempt's commit (only its object id matters). */
 const ATTEMPT_REF = 'refs/pool-resource/attempt';
@@ -144,7 +153,7 @@ export class LockRepository {
   /** Fetches the branch tip (depth 1); the next attempt starts from exactly that commit. */
   async sync(): Promise<string> {
     try {
-      if (this.initialised) await this.fetch(['--depth=1']);
+      if (this.initialised) await this.fetch(this.options.keepHistory ? [] : ['--depth=1']);
       else if (this.options.line) await this.initAndFetch();
       else await this.cloneTip();
     } catch (error) {
@@ -180,7 +189,7 @@ export class LockRepository {
     await this.git.run([
       'clone',
       '--bare',
-      '--depth=1',
+      `--depth=${this.options.keepHistory ? CLAIM_DEPTH : 1}`,
       '--single-branch',
       '--no-tags',
       `--branch=${this.options.branch}`,
