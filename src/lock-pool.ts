@@ -23,6 +23,7 @@ import {
   pollMs,
   showLifeAfterMs,
   sightKey,
+  type Stall,
   type WaitingEntry,
 } from './waiting-line.js';
 
@@ -510,17 +511,22 @@ export class LockPool {
     }
   }
 
-  /** The entries ahead that count as gone now (see goneAt). */
-  private goneAhead(line: LineState, ahead: readonly WaitingEntry[]): WaitingEntry[] {
-    const stall = line.stall;
-    if (!stall) return [];
-    const now = this.clock.now();
-    const view = {
-      ...stall,
+  /** The stall as goneAt judges it, with what this put has seen of the line. */
+  private stallView(line: LineState): Stall | undefined {
+    if (!line.stall) return undefined;
+    return {
+      ...line.stall,
       sightings: line.sightings,
       watchingSince: line.watchingSince ?? this.clock.now(),
     };
-    return ahead.filter((entry) => goneAt(entry, view, this.options.retryDelayMs) <= now);
+  }
+
+  /** The entries ahead that count as gone now (see goneAt). */
+  private goneAhead(line: LineState, ahead: readonly WaitingEntry[]): WaitingEntry[] {
+    const stall = this.stallView(line);
+    if (!stall) return [];
+    const now = this.clock.now();
+    return ahead.filter((entry) => goneAt(entry, stall, this.options.retryDelayMs) <= now);
   }
 
   /** Takes out of the line, in one push, entries whose puts are gone. */
@@ -543,7 +549,9 @@ export class LockPool {
     if (!stall || !line.joined) return;
     if (line.me.at !== undefined && stall.tips.has(line.me.at)) return;
     if (this.clock.now() - stall.since < showLifeAfterMs(this.options.retryDelayMs)) return;
-    if (await this.store.join(line.me)) line.me = { ...line.me, at: tip };
+    // Once per tip, whatever the answer: a refused move is not tried again at every poll.
+    await this.store.join(line.me);
+    line.me = { ...line.me, at: tip };
   }
 
   /**
@@ -551,19 +559,14 @@ export class LockPool {
    * ahead whose grace ends first, as many as it takes to free a lock for it.
    */
   private wakeAt(line: LineState): number | undefined {
-    const stall = line.stall;
+    const stall = this.stallView(line);
     const ahead = line.ahead;
     if (!stall || !ahead || !line.joined) return undefined;
     const rd = this.options.retryDelayMs;
     const times: number[] = [];
     if (line.me.at === undefined || !stall.tips.has(line.me.at))
       times.push(stall.since + showLifeAfterMs(rd));
-    const view = {
-      ...stall,
-      sightings: line.sightings,
-      watchingSince: line.watchingSince ?? this.clock.now(),
-    };
-    const deadlines = ahead.map((entry) => goneAt(entry, view, rd)).sort((a, b) => a - b);
+    const deadlines = ahead.map((entry) => goneAt(entry, stall, rd)).sort((a, b) => a - b);
     const needed = deadlines[ahead.length - line.free];
     if (line.free > 0 && needed !== undefined) times.push(needed);
     return times.length > 0 ? Math.min(...times) : undefined;
