@@ -40,15 +40,7 @@ export function statusTable(entries: readonly StatusEntry[], now: number): strin
       entry.since ? formatMs(Math.max(0, now - Date.parse(entry.since))) : '?',
     ]),
   ];
-  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
-  return rows
-    .map((row) =>
-      row
-        .map((cell, column) => (column === row.length - 1 ? cell : cell.padEnd(widths[column]!)))
-        .join('  '),
-    )
-    .join('\n')
-    .concat('\n');
+  return columns(rows);
 }
 
 /**
@@ -72,6 +64,11 @@ export function lineTable(
         gone.includes(entry) ? 'gone (left a free lock untaken)' : 'waiting',
       ]),
   ];
+  return columns(rows);
+}
+
+/** Left-aligned columns, two spaces apart, one row a line. */
+function columns(rows: readonly (readonly string[])[]): string {
   const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
   return rows
     .map((row) =>
