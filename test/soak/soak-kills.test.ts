@@ -20,13 +20,14 @@ const RETRY_DELAY_MS = 250;
 /** Twice retry_delay and 2 s (README, "The waiting line"). */
 const GRACE_MS = 2 * RETRY_DELAY_MS + 2_000;
 /**
- * What a hand-over costs beyond the grace, as seen from here: the poll that notices the release,
- * the fetch, the push taking the puts gone out of the line, the claim's own commit and push (and
- * a race lost to another put in line), and two scripts starting and ending on two busy cores.
- * Without the grace, a hand-over takes 0.4–0.8 s here; one after another, the graces of three
+ * What a hand-over costs beyond the grace, as seen from here: up to a second before the grace
+ * starts (the release's commit time is known to the second, or the poll that notices it), the
+ * fetch, the push taking the puts gone out of the line, the claim's own commit and push (and a
+ * race lost to another put in line), and two scripts starting and ending on two busy cores.
+ * Without the grace, a hand-over takes 0.4–0.9 s here; one after another, the graces of three
  * puts killed in a row took 12 s and more.
  */
-const HANDOVER_SLACK_MS = 3_000;
+const HANDOVER_SLACK_MS = 4_000;
 
 let daemon: GitDaemon;
 let repo: LockRepo;
@@ -84,7 +85,7 @@ async function release(
  * A put killed while it waits. Should it have been served first, it is an ordinary hold; should
  * the kill have come after its claim landed, that lock is released here, as a person would.
  */
-async function doomed(name: string, holds: Hold[]): Promise<boolean> {
+async function doomed(name: string, holds: Hold[], kills: number[]): Promise<boolean> {
   const buildUrl = `https://ci/doomed/${name}`;
   const run = startScript(
     'out',
@@ -104,6 +105,7 @@ async function doomed(name: string, holds: Hold[]): Promise<boolean> {
   }
   await new Promise((resolve) => setTimeout(resolve, Math.random() * 400));
   run.child.kill('SIGKILL');
+  kills.push(Date.now());
   await run.done;
   // Its git children have groups of their own and may still finish a push.
   await new Promise((resolve) => setTimeout(resolve, 300));
@@ -134,10 +136,12 @@ describe('soak with lost workers', () => {
       const holds: Hold[] = [];
       /** Acquires of puts that were not killed: when each started and ended. */
       const live: { from: number; to: number }[] = [];
+      /** When each killed put was killed. */
+      const kills: number[] = [];
       let killed = 0;
       const worker = async (index: number) => {
         for (let round = 0; round < ROUNDS; round++) {
-          if (Math.random() < 0.5 && (await doomed(`${index}-${round}`, holds))) killed++;
+          if (Math.random() < 0.5 && (await doomed(`${index}-${round}`, holds, kills))) killed++;
           const from = Date.now();
           const acquired = await runScript(
             'out',
@@ -155,28 +159,36 @@ describe('soak with lost workers', () => {
       // Every put that was not killed finished (a failure above throws).
       expect(live).toHaveLength(WORKERS * ROUNDS);
 
-      // Mutual exclusion, and how long each lock stayed free while a live put waited for one.
+      // Mutual exclusion, and how long each lock stayed free while a live put waited for one:
+      // behind puts killed before it became free, at most one grace (and the hand-over's work).
+      // A put killed while the lock stood free was alive until then, and has its grace from the
+      // last time it showed it: those stalls are reported, not bounded by one grace.
       let longestFree = 0;
+      let longestBehindDead = 0;
       for (const lock of LOCKS) {
         const ofLock = holds
           .filter((hold) => hold.lock === lock)
           .sort((a, b) => a.claimed - b.claimed);
         for (let i = 1; i < ofLock.length; i++) {
           const free = ofLock[i - 1]!.released;
-          expect(ofLock[i]!.claimed, `${lock} claimed again before its release`).toBeGreaterThan(
+          const taken = ofLock[i]!.claimed;
+          expect(taken, `${lock} claimed again before its release`).toBeGreaterThan(
             ofLock[i - 1]!.releasing,
           );
-          if (live.some(({ from, to }) => from < free && to > free))
-            longestFree = Math.max(longestFree, ofLock[i]!.claimed - free);
+          if (!live.some(({ from, to }) => from < free && to > free)) continue;
+          longestFree = Math.max(longestFree, taken - free);
+          if (!kills.some((at) => at > free && at < taken))
+            longestBehindDead = Math.max(longestBehindDead, taken - free);
         }
       }
       process.stderr.write(
-        `soak with kills: ${killed} puts killed while waiting; longest a lock stayed free while a put waited: ${longestFree} ms\n`,
+        `soak with kills: ${killed} puts killed while waiting; longest a lock stayed free while a put waited: ${longestBehindDead} ms behind puts killed before, ${longestFree} ms in all\n`,
       );
-      expect(longestFree).toBeLessThan(GRACE_MS + HANDOVER_SLACK_MS);
+      expect(longestBehindDead).toBeLessThan(GRACE_MS + HANDOVER_SLACK_MS);
 
-      // The next put, a grace later, takes out whatever entry of a killed put is left.
-      await new Promise((resolve) => setTimeout(resolve, GRACE_MS));
+      // The next put, a grace later, takes out whatever entry of a killed put is left. (The last
+      // release's commit time is known to the second: a second more to be sure of the grace.)
+      await new Promise((resolve) => setTimeout(resolve, GRACE_MS + 1_000));
       const next = await runScript(
         'out',
         { source: source(), params: { acquire: true } },
