@@ -8,8 +8,13 @@
 //
 //   node scripts/bench.mjs [--quick] [--sizes 100,10000,100000] [--reps 9]
 //                          [--workers 8] [--locks 2] [--rounds 3] [--hold-ms 200]
-//                          [--retry-delay 1s] [--no-contention] [--no-ssh] [--keep]
-//                          [--out FILE] [--assets build/resource]
+//                          [--retry-delay 1s] [--no-contention] [--no-kills] [--no-ssh]
+//                          [--keep] [--out FILE] [--assets build/resource]
+//
+// The contention run is measured twice over git daemon: as it is, and with puts SIGKILLed while
+// they wait (a lost worker: before each round a worker starts a second put, which is killed once
+// it waits in line; --no-kills leaves that out). Both report the longest time a lock stayed free
+// while a put that was not killed waited for one.
 //
 // With OpenSSH's sshd installed (and without --no-ssh), the operations and the contention run are
 // also measured over SSH, once as the resource runs (one connection per run) and once with a
@@ -47,6 +52,7 @@ const { values: opts } = parseArgs({
     // A short but realistic setting (the default is 10s): waiters poll once a second.
     'retry-delay': { type: 'string', default: '1s' },
     'no-contention': { type: 'boolean', default: false },
+    'no-kills': { type: 'boolean', default: false },
     'no-ssh': { type: 'boolean', default: false },
     keep: { type: 'boolean', default: false },
     out: { type: 'string' },
@@ -298,7 +304,11 @@ function connections(log) {
 /** GNU time, for the peak memory of a script's processes; the figures are left out without it. */
 const TIME = '/usr/bin/time';
 
-async function script(name, request, { args = [], tmp, peakFile, pathFirst }) {
+async function script(
+  name,
+  request,
+  { args = [], tmp, peakFile, pathFirst, env = {}, started: onStart },
+) {
   const started = performance.now();
   // With peakFile, GNU time runs the script and writes there the largest resident set of the
   // script and every process it waited for (its git children, theirs): `%M`, in KiB.
@@ -311,8 +321,10 @@ async function script(name, request, { args = [], tmp, peakFile, pathFirst }) {
       PATH: pathFirst ? `${pathFirst}:${GIT_ENV.PATH}` : GIT_ENV.PATH,
       HOME: GIT_ENV.HOME,
       TMPDIR: tmp,
+      ...env,
     },
   });
+  onStart?.(child);
   const out = [];
   const err = [];
   child.stdout.on('data', (chunk) => out.push(chunk));
@@ -590,14 +602,80 @@ async function measureMemory(root, sizes) {
 async function measureContention(
   root,
   daemon,
-  { name = 'contention.git', extra = {}, tmpRoot = root } = {},
+  { name = 'contention.git', extra = {}, tmpRoot = root, kills = false } = {},
 ) {
   const { workers, locks, rounds, holdMs, retryDelay } = contention;
-  await buildRepository(join(root, 'repos', name), 100, locks);
+  const repo = join(root, 'repos', name);
+  await buildRepository(repo, 100, locks);
   const url = daemon.url(name);
   const sourced = () => source(url, retryDelay, extra);
   const holds = [];
   const acquires = [];
+  /** Acquires of puts that were not killed: [started, ended]. */
+  const live = [];
+  const killed = { count: 0, leaked: 0 };
+  /**
+   * A put SIGKILLed while it waits (a lost worker): started, killed a random moment after it
+   * says it waits, and its claim released by hand should the kill have come after it landed.
+   */
+  const doomed = async (id, round, tmp) => {
+    const buildUrl = `http://bench/doomed/${id}-${round}`;
+    const src = await mkdtemp(join(tmp, 'doomed-'));
+    let child;
+    const run = script(
+      'out',
+      { source: sourced(), params: { acquire: true } },
+      { args: [src], tmp, env: { BUILD_URL: buildUrl }, started: (c) => (child = c) },
+    ).then(
+      (result) => ({ result }),
+      () => ({ result: undefined }),
+    );
+    let said = '';
+    child.stderr.on('data', (chunk) => (said += chunk));
+    for (;;) {
+      const outcome = await Promise.race([run, sleep(20).then(() => undefined)]);
+      if (outcome) {
+        // It was served before it waited: an ordinary hold, released at once.
+        if (outcome.result) {
+          const { ended } = outcome.result;
+          const released = await releaseLock(lockName(outcome.result.result), tmp);
+          holds.push({
+            worker: -1,
+            lock: released.lock,
+            from: ended,
+            to: released.started,
+            released: released.ended,
+          });
+        }
+        return;
+      }
+      if (/waiting in line|waiting for lock/.test(said)) break;
+    }
+    await sleep(Math.random() * 500);
+    child.kill('SIGKILL');
+    await run;
+    killed.count++;
+    // Its git children are in groups of their own and may still finish a push.
+    await sleep(500);
+    const claim = (
+      await git(repo, 'log', '-1', '--format=%s', '--fixed-strings', `--grep=${buildUrl}`, BRANCH)
+    ).stdout.trim();
+    if (claim.startsWith('claiming: ')) {
+      killed.leaked++;
+      const from = performance.now();
+      const released = await releaseLock(claim.slice('claiming: '.length), tmp);
+      holds.push({ worker: -1, lock: released.lock, from, to: from, released: released.ended });
+    }
+  };
+  const releaseLock = async (lock, tmp) => {
+    const step = await stepFolder(tmp, lock);
+    const released = await script(
+      'out',
+      { source: sourced(), params: { release: 'lock' } },
+      { args: [step], tmp },
+    );
+    return { lock, started: released.started, ended: released.ended };
+  };
   const latencies = [];
   const inMs = [];
   const lostRaces = { acquire: 0, release: 0 };
@@ -610,12 +688,15 @@ async function measureContention(
   const worker = async (id) => {
     const tmp = await mkdtemp(join(tmpRoot, `worker-${id}-`));
     for (let round = 0; round < rounds; round++) {
+      // Killed before this worker's own put joins: the line gets a dead entry ahead of it.
+      if (kills && Math.random() < 0.5) await doomed(id, round, tmp);
       const src = await mkdtemp(join(tmp, 'src-'));
       const acquired = await script(
         'out',
         { source: sourced(), params: { acquire: true } },
         { args: [src], tmp },
       );
+      live.push([acquired.started, acquired.ended]);
       latencies.push(acquired.ms);
       lostRaces.acquire += races(acquired.stderr);
       const lock = lockName(acquired.result);
@@ -669,7 +750,7 @@ async function measureContention(
     .filter((s) => /^(un)?claiming: /.test(s));
   const held = new Set();
   let historyViolations = 0;
-  for (const subject of subjects.slice(-(2 * workers * rounds))) {
+  for (const subject of subjects.slice(-(2 * holds.length))) {
     const [verb, lock] = subject.split(': ');
     if (verb === 'claiming') {
       if (held.has(lock)) historyViolations++;
@@ -690,10 +771,19 @@ async function measureContention(
   ).stdout
     .split('\n')
     .filter(Boolean).length;
-  // Hand-over: from a release's put finishing to the next claim of that lock finishing.
+  // Hand-over: from a release's put finishing to the next claim of that lock finishing. The
+  // longest of those during which a put that was not killed was waiting: a lock free for that
+  // long while a put wanted one (the line's stall, if dead entries hold it up).
   const handovers = [];
+  let maxFreeWhileWaitingMs = 0;
   for (const list of byLock.values())
-    for (let i = 1; i < list.length; i++) handovers.push(list[i].from - list[i - 1].released);
+    for (let i = 1; i < list.length; i++) {
+      const free = list[i - 1].released;
+      const gap = list[i].from - free;
+      handovers.push(gap);
+      if (live.some(([from, to]) => from < free && to > free))
+        maxFreeWhileWaitingMs = Math.max(maxFreeWhileWaitingMs, gap);
+    }
   const acquireCount = latencies.length;
   return {
     workers,
@@ -713,6 +803,8 @@ async function measureContention(
     lostRacesPerRelease: lostRaces.release / acquireCount,
     inMedianMs: median(inMs),
     handoverMedianMs: median(handovers),
+    maxFreeWhileWaitingMs,
+    killed: kills ? killed : undefined,
     releaseMedianMs: median(releaseMs),
     violations: violations + historyViolations,
     lineLeft,
@@ -880,8 +972,26 @@ function printTable(results, contentionResult, ssh) {
     lines.push(
       `  in, release         median ${s(c.inMedianMs)} s, ${s(c.releaseMedianMs)} s; hand-over median ${s(c.handoverMedianMs)} s`,
     );
+    lines.push(`  lock free           longest ${s(c.maxFreeWhileWaitingMs)} s while a put waited`);
     lines.push(`  mutual exclusion    ${c.violations} violations`);
     lines.push(`  waiting line        ${c.lineLeft} entries left behind`);
+    const k = c.kills;
+    if (k) {
+      lines.push(
+        `contention with puts SIGKILLed while waiting: ${k.killed.count} killed (${k.killed.leaked} after their claim landed, released by hand)`,
+      );
+      lines.push(
+        `  lock free           longest ${s(k.maxFreeWhileWaitingMs)} s while a put that was not killed waited`,
+      );
+      lines.push(
+        `  git connections     ${k.connectionsPerAcquire.toFixed(1)} per acquire (${k.pushesPerAcquire.toFixed(1)} of them pushes; the killed puts' own included)`,
+      );
+      lines.push(
+        `  acquire latency     p50 ${s(k.p50Ms)} s, p95 ${s(k.p95Ms)} s, max ${s(k.maxMs)} s; ${k.throughput.toFixed(2)} acquires/s`,
+      );
+      lines.push(`  mutual exclusion    ${k.violations} violations`);
+      lines.push(`  waiting line        ${k.lineLeft} entries left behind`);
+    }
   }
   if (ssh) lines.push('', ...sshLines(ssh));
   lines.push('');
@@ -972,6 +1082,11 @@ function targets(results, c, ssh) {
     ]);
     list.push([`no mutual-exclusion violation: ${c.violations}`, c.violations === 0]);
     list.push([`no waiting-line entry left behind: ${c.lineLeft}`, c.lineLeft === 0]);
+    if (c.kills)
+      list.push([
+        `no mutual-exclusion violation with puts killed: ${c.kills.violations}`,
+        c.kills.violations === 0,
+      ]);
   }
   for (const [key, sc] of Object.entries(ssh?.contention ?? {}))
     list.push([
@@ -1015,6 +1130,13 @@ async function main() {
         `contention: ${contention.workers} workers × ${contention.locks} locks × ${contention.rounds} rounds…\n`,
       );
       contentionResult = await measureContention(root, daemon);
+      if (!opts['no-kills']) {
+        process.stderr.write('contention with puts SIGKILLed while they wait…\n');
+        contentionResult.kills = await measureContention(root, daemon, {
+          name: 'contention-kills.git',
+          kills: true,
+        });
+      }
     }
     if (!opts['no-ssh'] && existsSync(SSHD)) ssh = await measureSsh(root);
   } finally {

@@ -81,6 +81,7 @@ export function runReleasingAbandonedClaim(
         branch: source.branch,
         pool: source.pool,
         workdir: join(environment.home, 'repository'),
+        keepHistory: true,
       });
       const result = await releaseAbandonedClaim(
         repository,

@@ -15,9 +15,15 @@ import { decide, freeLocks, type ResolvedOperation } from './lock-operation.js';
 import type { Change, LockState, PoolState } from './pool-state.js';
 import {
   FRONT_SPARE,
+  POLL_FLOOR_MS,
   entriesAhead,
   frontPollMs,
   goneAfterMs,
+  goneAt,
+  pollMs,
+  showLifeAfterMs,
+  sightKey,
+  type Stall,
   type WaitingEntry,
 } from './waiting-line.js';
 
@@ -29,7 +35,12 @@ export interface LockStore {
   syncedLine(): WaitingEntry[];
   /** The remote branch tip and the pool's waiting line, without fetching (cheap polling). */
   look(): Promise<{ tip: string | undefined; line: WaitingEntry[] }>;
-  /** Puts an entry in the waiting line; false when the remote refuses the line's refs. */
+  /** When the synced tip was committed (ms, to the second; its committer's clock), if known. */
+  tipTime(): Promise<number | undefined>;
+  /**
+   * Puts an entry in the waiting line at the synced tip, or moves it there; false when the
+   * remote refuses the line's refs.
+   */
   join(entry: WaitingEntry): Promise<boolean>;
   /** Takes entries out of the line: this put's own, or those of puts that are gone. */
   leave(entries: readonly WaitingEntry[], signal?: AbortSignal): Promise<void>;
@@ -115,16 +126,27 @@ interface LineState {
   placeSaid: boolean;
   /** What the put last waited for when no lock was free (see attempt). */
   waitingFor: { reason: string; wanted: string[] } | undefined;
-  /** Tokens of entries taken to be gone, left out of the order. */
+  /** Entries taken to be gone (sightKey), left out of the order. */
   gone: Set<string>;
   /** Entries ahead of this put at the last look (undefined before the first). */
   ahead: WaitingEntry[] | undefined;
   /** Free locks at the last sync. */
   free: number;
-  /** Entries entitled to free locks they have not taken, and since when (see goneAfterMs). */
-  blocked: { entries: WaitingEntry[]; key: string; since: number } | undefined;
-  /** A tip this put has not fetched, and since when it stands (see waitInLine). */
-  unfetched: { tip: string; since: number } | undefined;
+  /** Each lock free at the last sync, and since when it is known to be free. */
+  freeSince: Map<string, number>;
+  /** When, and at which tip, the free locks were last read. */
+  syncedAt: number | undefined;
+  syncedTip: string | undefined;
+  /** Locks free while others stand in line, as this put has seen it (see waiting-line.ts). */
+  stall: { since: number; tips: Set<string> } | undefined;
+  /** When this put first saw each entry pointing where it points now (by sightKey). */
+  sightings: Map<string, number>;
+  /** When this put first looked at the line. */
+  watchingSince: number | undefined;
+  /**
+   * The entries ahead at a look that found a tip this put has not fetched (see waitInLine).
+   */
+  unfetched: string | undefined;
   /** The tip at the last poll, and when this put last saw it move (see frontPollMs). */
   lastTip: string | undefined;
   movedAt: number;
@@ -203,7 +225,12 @@ export class LockPool {
         gone: new Set(),
         ahead: undefined,
         free: 0,
-        blocked: undefined,
+        freeSince: new Map(),
+        syncedAt: undefined,
+        syncedTip: undefined,
+        stall: undefined,
+        sightings: new Map(),
+        watchingSince: undefined,
         unfetched: undefined,
         lastTip: undefined,
         movedAt: started,
@@ -275,6 +302,7 @@ export class LockPool {
     if (line) {
       const free = freeLocks(state);
       line.free = free.length;
+      await this.observePool(line, tip, free);
       if (free.length > 0) {
         const turn = await this.turnInLine(line, tip);
         if (turn === 'wait') {
@@ -299,7 +327,7 @@ export class LockPool {
       case 'observed':
         return { kind: 'done', outcome: { ref: tip, name: decision.name } };
       case 'wait':
-        if (line && operation.kind === 'acquire' && (await this.takePlace(line))) {
+        if (line && operation.kind === 'acquire' && (await this.takePlace(line, tip))) {
           line.waitingFor = decision;
           await this.waitInLine(line, tip, decision.reason, decision.wanted, started);
         } else {
@@ -366,7 +394,7 @@ export class LockPool {
   private async pause(intervalMs: number | undefined, reason: string, started: number) {
     const waited = this.clock.now() - started;
     const { waitTimeoutMs } = this.options;
-    const interval = intervalMs ?? this.options.retryDelayMs;
+    const interval = Math.max(POLL_FLOOR_MS, intervalMs ?? pollMs(this.options.retryDelayMs));
     const delay = this.polled ? interval : Math.ceil(this.clock.random() * interval);
     this.polled = true;
     const timedOut = () =>
@@ -395,7 +423,7 @@ export class LockPool {
       await this.store.leave([line.me], signal);
     } catch (error) {
       this.reporter.line(
-        `could not take this put out of the waiting line (${describeError(error)}): the puts behind it will, after ${formatMs(goneAfterMs(line.me))}`,
+        `could not take this put out of the waiting line (${describeError(error)}): the puts behind it will, after ${formatMs(goneAfterMs(line.me, this.options.retryDelayMs))}`,
       );
     }
   }
@@ -403,33 +431,155 @@ export class LockPool {
   /**
    * Whether this put may take a free lock now, and which: undefined for the pool's own random
    * pick (nobody is in line, or the remote refused the line), an index into the free locks, or
-   * 'wait' while the puts ahead of it take them all. Decides on the line fetched with the tip.
+   * 'wait' while the puts ahead of it take them all. Decides on the line fetched with the tip,
+   * after taking out the puts ahead that are gone when that frees a lock for this one.
    */
   private async turnInLine(line: LineState, tip: string): Promise<number | 'wait' | undefined> {
-    const present = this.store.syncedLine().filter((entry) => !line.gone.has(entry.token));
+    const present = this.present(line, this.store.syncedLine());
     let ahead = entriesAhead(present, line.me);
-    if (ahead.length >= line.free && (await this.takeOutGone(line, ahead))) {
-      ahead = ahead.filter((entry) => !line.gone.has(entry.token));
+    const gone = this.goneAhead(line, ahead);
+    // Taken out only when that serves this put: the puts ahead of them judge them for themselves.
+    if (gone.length > 0 && ahead.length - gone.length < line.free) {
+      await this.takeOut(line, gone);
+      ahead = ahead.filter((entry) => !gone.includes(entry));
     }
     line.ahead = ahead;
     if (ahead.length < line.free) {
-      line.blocked = undefined;
       if (present.length === 0) return undefined;
       // The same spread for every put at this tip, a different one at the next.
       const offset = Number.parseInt(tip.slice(0, 8), 16) || 0;
       return (ahead.length + offset) % line.free;
     }
-    const entitled = entitledAhead(ahead, line.free);
-    if (line.blocked?.key !== entitled.key) line.blocked = { ...entitled, since: this.clock.now() };
-    return (await this.takePlace(line)) ? 'wait' : undefined;
+    if (!(await this.takePlace(line, tip))) return undefined;
+    await this.showLife(line, tip);
+    return 'wait';
+  }
+
+  /** The line as seen now, without the entries taken to be gone; notes when each was first seen. */
+  private present(line: LineState, seen: readonly WaitingEntry[]): WaitingEntry[] {
+    const now = this.clock.now();
+    line.watchingSince ??= now;
+    const sightings = new Map<string, number>();
+    for (const entry of seen) {
+      const key = sightKey(entry);
+      sightings.set(key, line.sightings.get(key) ?? now);
+    }
+    line.sightings = sightings;
+    return seen.filter((entry) => !line.gone.has(sightKey(entry)));
+  }
+
+  /**
+   * Keeps track of since when the free locks have been free. A lock seen free at the previous
+   * read, at the same tip or a poll or two ago, has been free since then; any other since the
+   * tip was committed (by its committer's clock, to the second), or since this put first saw
+   * the tip if that is earlier. The stall dates from the lock freed first: with other locks
+   * changing hands meanwhile, dating it from the last would put off judging the puts that left
+   * the first untaken for as long as the others keep moving (live puts ahead show it, see
+   * showLife).
+   */
+  private async observePool(line: LineState, tip: string, free: readonly string[]): Promise<void> {
+    const now = this.clock.now();
+    const others = this.store.syncedLine().some((entry) => entry.token !== line.me.token);
+    const previous = { at: line.syncedAt, tip: line.syncedTip };
+    line.syncedAt = now;
+    line.syncedTip = tip;
+    if (free.length === 0 || !others) {
+      line.freeSince = new Map();
+      line.stall = undefined;
+      return;
+    }
+    const recent =
+      previous.tip === tip ||
+      (previous.at !== undefined && now - previous.at <= 2 * pollMs(this.options.retryDelayMs));
+    // A look may have seen this tip before the fetch did.
+    const seen = line.lastTip === tip ? line.movedAt : now;
+    let committed: number | undefined;
+    const since = new Map<string, number>();
+    for (const name of free) {
+      let at = recent ? line.freeSince.get(name) : undefined;
+      if (at === undefined) {
+        committed ??= (await this.store.tipTime()) ?? now;
+        at = Math.min(seen, committed + 1_000);
+      }
+      since.set(name, at);
+    }
+    line.freeSince = since;
+    const stallSince = Math.min(...since.values());
+    if (line.stall === undefined) line.stall = { since: stallSince, tips: new Set([tip]) };
+    else {
+      line.stall.since = stallSince;
+      line.stall.tips.add(tip);
+    }
+  }
+
+  /** The stall as goneAt judges it, with what this put has seen of the line. */
+  private stallView(line: LineState): Stall | undefined {
+    if (!line.stall) return undefined;
+    return {
+      ...line.stall,
+      sightings: line.sightings,
+      watchingSince: line.watchingSince ?? this.clock.now(),
+    };
+  }
+
+  /** The entries ahead that count as gone now (see goneAt). */
+  private goneAhead(line: LineState, ahead: readonly WaitingEntry[]): WaitingEntry[] {
+    const stall = this.stallView(line);
+    if (!stall) return [];
+    const now = this.clock.now();
+    return ahead.filter((entry) => goneAt(entry, stall, this.options.retryDelayMs) <= now);
+  }
+
+  /** Takes out of the line, in one push, entries whose puts are gone. */
+  private async takeOut(line: LineState, gone: readonly WaitingEntry[]): Promise<void> {
+    for (const entry of gone) line.gone.add(sightKey(entry));
+    const count = gone.length;
+    const waited = this.clock.now() - (line.stall?.since ?? this.clock.now());
+    this.reporter.line(
+      `${count === 1 ? 'the put' : `${count} puts`} ahead in line left a free lock untaken for ${formatMs(waited)}: taking ${count === 1 ? 'it' : 'them'} out of the line`,
+    );
+    await this.store.leave(gone);
+  }
+
+  /**
+   * In a stall older than showLifeAfterMs, moves this put's entry to the tip, so the puts behind
+   * do not take it for gone (an entry of a put that is gone stays where it was).
+   */
+  private async showLife(line: LineState, tip: string): Promise<void> {
+    const stall = line.stall;
+    if (!stall || !line.joined) return;
+    if (line.me.at !== undefined && stall.tips.has(line.me.at)) return;
+    if (this.clock.now() - stall.since < showLifeAfterMs(this.options.retryDelayMs)) return;
+    // Once per tip, whatever the answer: a refused move is not tried again at every poll.
+    await this.store.join(line.me);
+    line.me = { ...line.me, at: tip };
+  }
+
+  /**
+   * When a put waiting in a stall has something to do: show it is alive, or take out the puts
+   * ahead whose grace ends first, as many as it takes to free a lock for it.
+   */
+  private wakeAt(line: LineState): number | undefined {
+    const stall = this.stallView(line);
+    const ahead = line.ahead;
+    if (!stall || !ahead || !line.joined) return undefined;
+    const rd = this.options.retryDelayMs;
+    const times: number[] = [];
+    if (line.me.at === undefined || !stall.tips.has(line.me.at))
+      times.push(stall.since + showLifeAfterMs(rd));
+    const deadlines = ahead.map((entry) => goneAt(entry, stall, rd)).sort((a, b) => a - b);
+    const needed = deadlines[ahead.length - line.free];
+    if (line.free > 0 && needed !== undefined) times.push(needed);
+    return times.length > 0 ? Math.min(...times) : undefined;
   }
 
   /** Joins the line unless in it; false when the remote refuses it (then no line this run). */
-  private async takePlace(line: LineState): Promise<boolean> {
+  private async takePlace(line: LineState, tip: string): Promise<boolean> {
     if (line.refused) return false;
     if (line.joined) return true;
     if (await this.store.join(line.me)) {
       line.joined = true;
+      line.me = { ...line.me, at: tip };
       return true;
     }
     line.refused = true;
@@ -440,35 +590,13 @@ export class LockPool {
   }
 
   /**
-   * Takes out of the line the entries that have been entitled to free locks (the first `free`
-   * ahead) for longer than their puts take to notice: those puts are gone. True if it did.
-   */
-  private async takeOutGone(line: LineState, ahead: readonly WaitingEntry[]): Promise<boolean> {
-    const blocked = line.blocked;
-    if (!blocked || line.free === 0) return false;
-    const waited = this.clock.now() - blocked.since;
-    if (
-      entitledAhead(ahead, line.free).key !== blocked.key ||
-      waited < Math.max(...blocked.entries.map(goneAfterMs))
-    )
-      return false;
-    for (const entry of blocked.entries) line.gone.add(entry.token);
-    line.blocked = undefined;
-    const count = blocked.entries.length;
-    this.reporter.line(
-      `${count === 1 ? 'the put' : `${count} puts`} ahead in line left a free lock untaken for ${formatMs(waited)}: taking ${count === 1 ? 'it' : 'them'} out of the line`,
-    );
-    await this.store.leave(blocked.entries);
-    return true;
-  }
-
-  /**
    * Waits in line until this put's turn may have come. Near the front of the line it polls at
    * frontPollMs, and each poll is the fetch: a tip that moved is at hand for the next attempt
    * without a second round trip. Further back it polls the tip and the line every retry_delay
    * without fetching: a tip change matters only to a put the free locks could reach, so it waits
-   * for the line to move, and fetches only a tip that stays (a lock may be free that nobody ahead
-   * takes, see takeOutGone).
+   * for the line to move, and fetches a new tip only when the line ahead of it stands still for a
+   * poll (a lock may be free that nobody ahead takes). In a stall it also wakes when it has
+   * something to do there (see wakeAt).
    */
   private async waitInLine(
     line: LineState,
@@ -477,11 +605,15 @@ export class LockPool {
     wanted: string[],
     started: number,
   ): Promise<void> {
+    const retryDelayMs = this.options.retryDelayMs;
     for (;;) {
       await this.reporter.waiting(reason, wanted, this.clock.now() - started);
-      const busy = this.clock.now() - line.movedAt < QUIET_AFTER_DELAYS * this.options.retryDelayMs;
+      const busy = this.clock.now() - line.movedAt < QUIET_AFTER_DELAYS * pollMs(retryDelayMs);
       const front = busy && line.ahead !== undefined && line.ahead.length < line.free + FRONT_SPARE;
-      await this.pause(front ? frontPollMs(this.options.retryDelayMs) : undefined, reason, started);
+      const wake = this.wakeAt(line);
+      let interval = front ? frontPollMs(retryDelayMs) : pollMs(retryDelayMs);
+      if (wake !== undefined) interval = Math.min(interval, wake - this.clock.now());
+      await this.pause(interval, reason, started);
       let remote: string | undefined;
       let seen: WaitingEntry[];
       if (front) {
@@ -496,11 +628,12 @@ export class LockPool {
         line.lastTip = remote;
         line.movedAt = this.clock.now();
       }
-      const present = seen.filter((entry) => !line.gone.has(entry.token));
+      if (line.stall && remote !== undefined) line.stall.tips.add(remote);
+      const present = this.present(line, seen);
       // Taken out by a put that thought this one gone, or a join whose answer was lost.
       if (line.joined && !present.some((entry) => entry.token === line.me.token)) {
         line.joined = false;
-        if (!(await this.takePlace(line))) return;
+        if (!(await this.takePlace(line, this.presynced ?? tip))) return;
       }
       line.ahead = entriesAhead(present, line.me);
       if (!line.placeSaid && line.joined) {
@@ -511,17 +644,20 @@ export class LockPool {
         );
       }
       const now = this.clock.now();
+      if (wake !== undefined && now >= wake) return;
       if (remote !== tip) {
         // A branch gone (undefined) is the next sync's to report.
         if (front || remote === undefined || line.ahead.length <= line.free) return;
-        const unfetched = line.unfetched;
-        if (unfetched === undefined || unfetched.tip !== remote)
-          line.unfetched = { tip: remote, since: now };
-        else if (now - unfetched.since >= goneAfterMs(line.me)) return;
+        // The tip moved, and for a whole poll nobody ahead has left the line: a lock may be free
+        // that nobody ahead takes. When locks change hands all the time, a tip that stands
+        // still would never come.
+        const ahead = line.ahead.map(sightKey).join(' ');
+        if (line.unfetched === ahead) return;
+        line.unfetched = ahead;
         continue;
       }
+      line.unfetched = undefined;
       if (line.ahead.length < line.free) return;
-      if (await this.takeOutGone(line, line.ahead)) return;
     }
   }
 
@@ -544,15 +680,6 @@ export class LockPool {
   private throwIfCancelled(): void {
     if (this.signal.aborted) throw new CancelledError(this.signal.reason);
   }
-}
-
-/** The entries ahead that the free locks go to, and a key telling that set apart. */
-function entitledAhead(
-  ahead: readonly WaitingEntry[],
-  free: number,
-): { entries: WaitingEntry[]; key: string } {
-  const entries = ahead.slice(0, free);
-  return { entries, key: entries.map((entry) => entry.token).join(' ') };
 }
 
 function isTransient(error: unknown): boolean {

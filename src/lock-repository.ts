@@ -27,6 +27,12 @@ export interface LockRepositoryOptions {
   workdir: string;
   /** Read the pool's waiting line with every fetch (an acquire keeps its place in it). */
   line?: boolean;
+  /**
+   * Keep the history connected across syncs (the release after a stop): the first sync brings
+   * CLAIM_DEPTH commits, enough to find a claim made just before under contention, and later
+   * ones only the commits since, so a retry after a lost race needs no deepening fetch.
+   */
+  keepHistory?: boolean;
 }
 
 interface TreeEntry {
@@ -34,6 +40,9 @@ interface TreeEntry {
   type: string;
   id: string;
 }
+
+/** How many commits a keepHistory copy starts with. */
+const CLAIM_DEPTH = 16;
 
 /** Where fast-import leaves each attempt's commit (only its object id matters). */
 const ATTEMPT_REF = 'refs/pool-resource/attempt';
@@ -97,18 +106,20 @@ export class LockRepository {
       if (!sha) continue;
       if (ref === this.branchRef) tip = sha;
       const entry = parseEntryRef(prefix, ref);
-      if (entry) line.push(entry);
+      if (entry) line.push({ ...entry, at: sha });
     }
     return { tip, line };
   }
 
   /**
-   * Puts an entry in the pool's line: a ref at the synced tip, a commit the server already has,
-   * so the push sends no objects. False when the remote refuses refs outside its branches.
+   * Puts an entry in the pool's line, or moves it to the synced tip (a put showing it is alive):
+   * a ref at a commit the server already has, so the push sends no objects. Forced: the tip may
+   * not descend from where the entry pointed. False when the remote refuses refs outside its
+   * branches.
    */
   async join(entry: WaitingEntry): Promise<boolean> {
     const ref = entryRef(this.linePrefix, entry);
-    const outcome = await this.pushRefs([`${this.synced()}:${ref}`], ref);
+    const outcome = await this.pushRefs([`+${this.synced()}:${ref}`], ref);
     if (outcome === undefined) throw new Error(`git push printed no status for ${ref}`);
     return typeof outcome === 'string';
   }
@@ -143,7 +154,7 @@ export class LockRepository {
   /** Fetches the branch tip (depth 1); the next attempt starts from exactly that commit. */
   async sync(): Promise<string> {
     try {
-      if (this.initialised) await this.fetch(['--depth=1']);
+      if (this.initialised) await this.fetch(this.options.keepHistory ? [] : ['--depth=1']);
       else if (this.options.line) await this.initAndFetch();
       else await this.cloneTip();
     } catch (error) {
@@ -179,7 +190,7 @@ export class LockRepository {
     await this.git.run([
       'clone',
       '--bare',
-      '--depth=1',
+      `--depth=${this.options.keepHistory ? CLAIM_DEPTH : 1}`,
       '--single-branch',
       '--no-tags',
       `--branch=${this.options.branch}`,
@@ -208,6 +219,13 @@ export class LockRepository {
     this.initialised = true;
     await this.fetch(['--depth=1']);
     await identity;
+  }
+
+  /** When the synced tip was committed: its committer time, to the second. */
+  async tipTime(): Promise<number | undefined> {
+    const out = await this.run(['show', '--no-patch', '--format=%ct', this.synced()]);
+    const seconds = Number(out.trim());
+    return Number.isSafeInteger(seconds) && seconds > 0 ? seconds * 1000 : undefined;
   }
 
   /** The waiting line as the last sync fetched it (empty without the `line` option). */
@@ -518,7 +536,7 @@ export class LockRepository {
       if (branch) tip ??= sha;
       else {
         const entry = parseEntryRef(prefix, name);
-        if (entry) line.push(entry);
+        if (entry) line.push({ ...entry, at: sha });
       }
     }
     if (!tip) throw new Error(`git fetch wrote no FETCH_HEAD for ${this.branchRef}`);

@@ -16,6 +16,11 @@ export interface WaitingEntry {
   retryDelayMs: number;
   /** Tells puts that started in the same millisecond apart; the put's claim token. */
   token: string;
+  /**
+   * The commit the entry's ref points at: the branch tip its put last saw when it joined or
+   * showed it was alive (see Stall), as read from the remote.
+   */
+  at?: string;
 }
 
 const LINE_ROOT = 'refs/pool-resource/waiting';
@@ -50,17 +55,28 @@ export function entriesAhead(line: readonly WaitingEntry[], me: WaitingEntry): W
 }
 
 /**
+ * The fastest any put polls, whatever its retry_delay (`retry_delay: 0` included): each poll is a
+ * connection to the git server, and a poll sooner than this finds nothing new.
+ */
+export const POLL_FLOOR_MS = 100;
+
+/** The wait between polls for a put with this retry_delay: retry_delay, never under the floor. */
+export function pollMs(retryDelayMs: number): number {
+  return Math.max(POLL_FLOOR_MS, retryDelayMs);
+}
+
+/**
  * How often a put near the front of the line polls. Wherever else it stands a put waits out
  * retry_delay between polls; at the front, a release noticed a whole retry_delay late would leave
  * the lock free all that time, since the puts behind no longer take it. A fifth of retry_delay,
- * never under 100 ms: the puts that free locks or the next hand-overs can reach (FRONT_SPARE)
- * poll this fast, and each such poll is the fetch itself (one connection, as an ls-remote is),
- * so a release costs them no second round trip. Only while the pool is busy: where the tip has
- * not moved for ten retry_delays (lock-pool.ts, QUIET_AFTER_DELAYS), locks are held for long and
- * the front polls at retry_delay again. Measured with `npm run bench` (README).
+ * never under POLL_FLOOR_MS: the puts that free locks or the next hand-overs can reach
+ * (FRONT_SPARE) poll this fast, and each such poll is the fetch itself (one connection, as an
+ * ls-remote is), so a release costs them no second round trip. Only while the pool is busy: where
+ * the tip has not moved for ten retry_delays (lock-pool.ts, QUIET_AFTER_DELAYS), locks are held
+ * for long and the front polls at retry_delay again. Measured with `npm run bench` (README).
  */
 export function frontPollMs(retryDelayMs: number): number {
-  return Math.min(retryDelayMs, Math.max(100, Math.round(retryDelayMs / 5)));
+  return Math.max(POLL_FLOOR_MS, Math.min(retryDelayMs, Math.round(retryDelayMs / 5)));
 }
 
 /**
@@ -71,13 +87,96 @@ export function frontPollMs(retryDelayMs: number): number {
 export const FRONT_SPARE = 2;
 
 /**
- * How long a put entitled to a free lock may leave it untaken before the puts behind it take it
- * out of the line: it polls at least every retry_delay, so twice that and a margin for a slow
- * fetch or a transient retry means it is gone (SIGKILL, a lost worker) rather than slow. A put
- * taken out by mistake finds its entry gone at its next poll and puts it back, in its place.
+ * The most of an entry's own retry_delay (from its ref name) another put believes: this many
+ * times its own, and never more than CREDIBLE_CEILING_MS. An entry left by a killed put with
+ * `retry_delay: 1h`, or pushed by hand, would otherwise keep a free lock from everyone for hours.
  */
-export function goneAfterMs(entry: WaitingEntry): number {
-  return 2 * entry.retryDelayMs + 2_000;
+export const CREDIBLE_FACTOR = 3;
+export const CREDIBLE_CEILING_MS = 60_000;
+
+/** The retry_delay of `entry` as a put with `ownRetryDelayMs` counts it (see CREDIBLE_FACTOR). */
+export function credibleRetryDelayMs(entry: WaitingEntry, ownRetryDelayMs: number): number {
+  return Math.min(
+    entry.retryDelayMs,
+    CREDIBLE_FACTOR * pollMs(ownRetryDelayMs),
+    CREDIBLE_CEILING_MS,
+  );
+}
+
+/**
+ * How long a put in line may leave free locks untaken, as a put with `ownRetryDelayMs` judges
+ * it: the put polls at least every retry_delay (as far as it is believed), so twice that and a
+ * margin for a slow fetch or a transient retry means it is gone (SIGKILL, a lost worker) rather
+ * than slow. A put taken out by mistake finds its entry gone at its next poll and puts it back,
+ * in its place.
+ */
+export function goneAfterMs(entry: WaitingEntry, ownRetryDelayMs: number): number {
+  return 2 * credibleRetryDelayMs(entry, ownRetryDelayMs) + 2_000;
+}
+
+/**
+ * What a put knows of a stall: locks free while entries stand in line. A live put shows it is
+ * alive by moving its entry: it joins, or points it at the tip once the stall is older than
+ * showLifeAfterMs. An entry of a put that is gone stays as it was, pointing at a tip from before.
+ */
+export interface Stall {
+  /** Since when every lock free now has been free, as far as this put can tell. */
+  since: number;
+  /** The branch tips this put has seen since then. */
+  tips: ReadonlySet<string>;
+  /** When this put first saw each entry pointing where it points now (see sightKey). */
+  sightings: ReadonlyMap<string, number>;
+  /** When this put first looked at the line: an entry seen since has moved, or joined, since. */
+  watchingSince: number;
+}
+
+export function sightKey(entry: WaitingEntry): string {
+  return `${entry.token}@${entry.at ?? ''}`;
+}
+
+/**
+ * When `entry` counts as gone, judged by a put with `ownRetryDelayMs`: one grace after the stall
+ * began, or after the entry last showed it was alive, whichever is later. Every entry ahead is
+ * judged from the same moment, so however many puts that are gone stand ahead of a free lock,
+ * it waits for one grace, not one after another.
+ */
+export function goneAt(entry: WaitingEntry, stall: Stall, ownRetryDelayMs: number): number {
+  const seen = stall.sightings.get(sightKey(entry));
+  // Pointing at a tip of the stall, or moved while this put watched: alive when first seen so.
+  const moved =
+    seen !== undefined &&
+    ((entry.at !== undefined && stall.tips.has(entry.at)) || seen > stall.watchingSince);
+  return Math.max(stall.since, moved ? seen : stall.since) + goneAfterMs(entry, ownRetryDelayMs);
+}
+
+/**
+ * How old a stall is when a put in it shows it is alive: half its own grace, so that the puts
+ * behind see it before they would take it for gone, while an ordinary hand-over (a fifth of
+ * retry_delay and a push) ends long before and costs no push.
+ */
+export function showLifeAfterMs(retryDelayMs: number): number {
+  return Math.min(pollMs(retryDelayMs), CREDIBLE_CEILING_MS) + 1_000;
+}
+
+/**
+ * The entries a put arriving now would take for gone (see goneAt), from one look at the line:
+ * with locks free since the tip was committed (`tipTime`, to the second), an entry pointing at
+ * an older tip has not shown it is alive since. None while no lock is free.
+ */
+export function goneAtRest(
+  line: readonly WaitingEntry[],
+  pool: { free: number; tip: string; tipTime: number | undefined },
+  now: number,
+  retryDelayMs: number,
+): WaitingEntry[] {
+  if (pool.free === 0 || pool.tipTime === undefined) return [];
+  const stall = {
+    since: Math.min(now, pool.tipTime + 1_000),
+    tips: new Set([pool.tip]),
+    sightings: new Map(line.map((entry) => [sightKey(entry), now])),
+    watchingSince: now,
+  };
+  return line.filter((entry) => goneAt(entry, stall, retryDelayMs) <= now);
 }
 
 /**

@@ -16,7 +16,9 @@ import { lockResponse, openSession, registerSecrets } from '../session.js';
 import { parsePoolArguments, type Invocation } from '../pool-cli/arguments.js';
 import { initPool } from '../pool-cli/init.js';
 import { sourceFromFlags } from '../pool-cli/source.js';
-import { statusEntries, statusTable } from '../pool-cli/status.js';
+import { lineTable, statusEntries, statusTable } from '../pool-cli/status.js';
+import { LockRepository } from '../lock-repository.js';
+import { goneAtRest } from '../waiting-line.js';
 import { runLockOperation } from '../lock-run.js';
 
 type Run = Exclude<Invocation, { kind: 'help' }>;
@@ -107,7 +109,25 @@ async function status(
   const entries = statusEntries(await holders.records(await holders.locks()));
   if (json) return `${JSON.stringify(entries, null, 2)}\n`;
   if (entries.length === 0) ctx.log.info(`pool "${source.pool}" has no locks`);
-  return statusTable(entries, ctx.clock.now());
+  const now = ctx.clock.now();
+  const table = statusTable(entries, now);
+  // The waiting line: one ls-remote, and the tip's time from the copy just fetched.
+  const { tip, line } = await new LockRepository(git, {
+    uri: source.uri,
+    branch: source.branch,
+    pool: source.pool,
+    workdir: join(home, 'repository'),
+  }).look();
+  if (line.length === 0 || tip === undefined) return table;
+  const committed = await git
+    .run(['show', '--no-patch', '--format=%ct', tip], { cwd: join(home, 'holders.git') })
+    .then(
+      (out) => Number(out.trim()) * 1000 || undefined,
+      () => undefined,
+    );
+  const free = entries.filter((entry) => entry.state === 'unclaimed').length;
+  const gone = goneAtRest(line, { free, tip, tipTime: committed }, now, source.retryDelayMs);
+  return `${table}\n${lineTable(line, gone, now)}`;
 }
 
 async function init(

@@ -2,6 +2,7 @@
 import { formatMs } from '../errors.js';
 import { formatInstant, type LockRecord } from '../lock-holders.js';
 import { showable } from '../lock-name.js';
+import { compareEntries, type WaitingEntry } from '../waiting-line.js';
 
 export interface StatusEntry {
   name: string;
@@ -43,6 +44,35 @@ export function statusTable(entries: readonly StatusEntry[], now: number): strin
       entry.since ? formatMs(Math.max(0, now - Date.parse(entry.since))) : '?',
     ]),
   ];
+  return columns(rows);
+}
+
+/**
+ * The pool's waiting line, first come first: when each put started waiting, for how long, and
+ * the ones taken for gone (a put killed while it waited, see goneAtRest), which the next put
+ * through the line takes out.
+ */
+export function lineTable(
+  line: readonly WaitingEntry[],
+  gone: readonly WaitingEntry[],
+  now: number,
+): string {
+  const rows = [
+    ['WAITING', 'SINCE', 'FOR', 'STATE'],
+    ...[...line]
+      .sort(compareEntries)
+      .map((entry, index) => [
+        String(index + 1),
+        formatInstant(new Date(entry.since)),
+        formatMs(Math.max(0, now - entry.since)),
+        gone.includes(entry) ? 'gone (left a free lock untaken)' : 'waiting',
+      ]),
+  ];
+  return columns(rows);
+}
+
+/** Left-aligned columns, two spaces apart, one row a line. */
+function columns(rows: readonly (readonly string[])[]): string {
   const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
   return rows
     .map((row) =>

@@ -119,6 +119,68 @@ describe('the waiting line', () => {
     expect(Date.now() - started).toBeGreaterThanOrEqual(3_500);
   }, 30_000);
 
+  it('hands a free lock over within one grace, however many killed puts stand ahead', async () => {
+    const line: RunningScript[] = [];
+    for (const build of ['k1', 'k2', 'k3', 'fourth', 'fifth']) {
+      line.push(await acquire(build));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    for (const killed of line.slice(0, 3)) {
+      killed.child.kill('SIGKILL');
+      await killed.done;
+    }
+    const [fourth, fifth] = line.slice(3) as [RunningScript, RunningScript];
+    await releaseByHand();
+    const released = Date.now();
+    const result = await fourth.done;
+    const freeFor = Date.now() - released;
+    expect(result.code, result.stderr).toBe(0);
+    expect(lockName(result)).toBe('lock-a');
+    expect(result.stderr).toMatch(
+      /3 puts ahead in line left a free lock untaken for \S+: taking them out of the line/,
+    );
+    // One grace (twice retry_delay and 2 s: 4 s) from the release, plus the poll that notices it
+    // (a second here, or the release's commit time to the second) and the claim's own time; one
+    // after another, the three took 12 s and more.
+    process.stderr.write(`a lock freed behind three killed puts was taken after ${freeFor} ms\n`);
+    expect(freeFor).toBeGreaterThanOrEqual(3_500);
+    expect(freeFor).toBeLessThan(4_000 + 2_000);
+    // The fifth, alive and waiting all along, is still in line and is served next.
+    expect(await lineRefs()).toHaveLength(1);
+    await releaseToWaiting(fifth);
+  }, 60_000);
+
+  it('believes an entry no more than three times its own retry_delay, whatever it claims', async () => {
+    // An entry pushed by hand (or left by a killed put) claiming `retry_delay: 1h`.
+    const tip = (await git(repo.bare, 'rev-parse', 'refs/heads/master')).trim();
+    const byHand = `refs/pool-resource/waiting/master/pool/${Date.now() - 60_000}-3600000-byhand`;
+    await git(repo.bare, 'update-ref', byHand, tip);
+    const waiting = await acquire('behind-1h', {}, { retry_delay: '200ms' });
+    expect(waiting.stderrSoFar()).toContain('waiting in line for pool "pool": 1 put ahead');
+    await releaseByHand();
+    const released = Date.now();
+    const result = await Promise.race([
+      waiting.done,
+      new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 15_000)),
+    ]);
+    expect(result, 'still waiting after 15 s').toBeDefined();
+    expect(result!.code, result!.stderr).toBe(0);
+    // 2 × 3 × 200 ms + 2 s (README), plus the claim's own time.
+    expect(Date.now() - released).toBeLessThan(3_200 + 1_500);
+  }, 30_000);
+
+  it('polls no more often than every 100 ms with retry_delay 0', async () => {
+    const connections = () => (daemon.log().match(/Connection from /g) ?? []).length;
+    const waiting = await acquire('no-delay', {}, { retry_delay: '0s' });
+    const before = connections();
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    const polls = connections() - before;
+    // Ten a second at most (a spinning put made hundreds).
+    expect(polls).toBeLessThanOrEqual(22);
+    expect(polls).toBeGreaterThan(0);
+    await releaseToWaiting(waiting);
+  });
+
   it('leaves the line when stopped, still ending within a second', async () => {
     const waiting = await acquire('stopped');
     expect(await lineRefs()).toHaveLength(1);

@@ -5,9 +5,12 @@ import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startGitDaemon } from '../helpers/git-daemon.js';
-import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { createLockRepo, git, GIT_TEST_ENV, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript, startScript, tempDir, type RunOptions } from '../helpers/run-script.js';
 
+const exec = promisify(execFile);
 let repo: LockRepo;
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -241,6 +244,53 @@ describe('pool status', () => {
       'since',
       'state',
     ]);
+  });
+
+  it('shows the waiting line, marks the puts gone, and the next put takes those out', async () => {
+    repo = await createLockRepo({ pool: { unclaimed: ['a', 'c'], claimed: ['b'] } });
+    const before = (await git(repo.bare, 'rev-parse', repo.branch)).trim();
+    // The tip was committed ten minutes ago: the free locks have been free since then at least.
+    const tree = (await git(repo.bare, 'rev-parse', `${before}^{tree}`)).trim();
+    const old = (
+      await exec('git', ['commit-tree', '-p', before, '-m', 'updating: nothing', tree], {
+        cwd: repo.bare,
+        env: {
+          ...GIT_TEST_ENV,
+          GIT_COMMITTER_DATE: `${Math.floor(Date.now() / 1000) - 600} +0000`,
+        },
+      })
+    ).stdout.trim();
+    await git(repo.bare, 'update-ref', `refs/heads/${repo.branch}`, old);
+    const prefix = `refs/pool-resource/waiting/${repo.branch}/pool/`;
+    // Killed while it waited, before the tip: it never showed it was alive since.
+    const gone = `${prefix}${Date.now() - 900_000}-1000-gone`;
+    await git(repo.bare, 'update-ref', gone, before);
+    // Joined at the tip: alive as far as anyone can tell.
+    const alive = `${prefix}${Date.now() - 60_000}-1000-alive`;
+    await git(repo.bare, 'update-ref', alive, old);
+
+    const table = await pool(['status', ...sourceFlags()]);
+    expect(table.code, table.stderr).toBe(0);
+    const lines = table.stdout.trimEnd().split('\n');
+    expect(lines[4]).toBe('');
+    expect(lines[5]).toMatch(/^WAITING\s+SINCE\s+FOR\s+STATE$/);
+    expect(lines[6]).toMatch(/^1\s+\S+Z\s+15m\S*\s+gone \(left a free lock untaken\)$/);
+    expect(lines[7]).toMatch(/^2\s+\S+Z\s+1m\S*\s+waiting$/);
+    // --json stays a list of locks.
+    expect(JSON.parse((await pool(['status', '--json', ...sourceFlags()])).stdout)).toHaveLength(3);
+
+    const acquired = await runScript(
+      'out',
+      {
+        source: { uri: repo.bare, branch: repo.branch, pool: 'pool', retry_delay: '100ms' },
+        params: { acquire: true },
+      },
+      { args: [await tempDir()] },
+    );
+    expect(acquired.code, acquired.stderr).toBe(0);
+    expect(acquired.stderr).toContain('the put ahead in line left a free lock untaken');
+    const refs = await git(repo.bare, 'for-each-ref', '--format=%(refname)', prefix);
+    expect(refs.split('\n').filter(Boolean)).toEqual([alive]);
   });
 
   it('finds holders far back in history', async () => {

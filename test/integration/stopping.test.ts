@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { generateKey, startSshd, type Sshd } from '../helpers/sshd.js';
+import { runScript } from '../helpers/run-script.js';
 import {
   sleep,
   startSilentServer,
@@ -417,6 +418,75 @@ describe('a signal after the claim reached the remote', () => {
     expect(await held.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
     expect(await run.leftovers()).toEqual([]);
   });
+});
+
+describe('a signal after the claim landed, while other puts keep the branch moving', () => {
+  it('releases and exits within 1.5 s', async () => {
+    const held = await createLockRepo({ pool: { unclaimed: ['lock-a', 'lock-b'] } });
+    repo = held;
+    const server = await startGitDaemon(held.root);
+    daemon = server;
+    const url = server.url(held.bare);
+    // The server answers the claim of the put to stop 0.3 s after its branch moved: the stop
+    // comes in between.
+    const marker = join(held.root, 'claim-landed');
+    const hook = join(held.bare, 'hooks', 'post-receive');
+    await writeFile(
+      hook,
+      [
+        '#!/bin/sh',
+        'while read old new ref; do',
+        `  if git log -1 --format=%B "$new" | grep -q 'builds/stopped' && [ ! -e '${marker}' ]; then`,
+        `    : > '${marker}'; sleep 0.3`,
+        '  fi',
+        'done',
+      ].join('\n'),
+    );
+    await chmod(hook, 0o755);
+    // Six puts take and give back the two locks over and over, waiting in line in between.
+    let busy = true;
+    const worker = async (index: number) => {
+      const env = { BUILD_URL: `https://ci/builds/worker-${index}` };
+      while (busy) {
+        const acquired = await runScript(
+          'out',
+          { source: source(url), params: { acquire: true, wait_timeout: '20s' } },
+          { args: [await stepFolder('unused')], env },
+        );
+        if (acquired.code !== 0) continue;
+        const name = (
+          JSON.parse(acquired.stdout) as { metadata: { name: string; value: string }[] }
+        ).metadata.find((item) => item.name === 'lock_name')!.value;
+        await sleep(100);
+        await runScript(
+          'out',
+          { source: source(url), params: { release: 'step' } },
+          { args: [await stepFolder(name)], env },
+        );
+      }
+    };
+    const workers = [0, 1, 2, 3, 4, 5].map(worker);
+    try {
+      await sleep(1_000);
+      const run = await start(
+        { source: source(url), params: { acquire: true } },
+        await stepFolder('unused'),
+        { BUILD_URL: 'https://ci/builds/stopped' },
+      );
+      await waitForFile(marker, 60_000);
+      const stopped = await stop(run, 'SIGTERM');
+      expect(stopped.code).toBe(143);
+      expect(stopped.stderr).toMatch(/released "lock-[ab]": this run no longer holds it/);
+      process.stderr.write(
+        `stopped after its claim landed, under contention: exited ${stopped.exitAfterSignal} ms after the signal\n`,
+      );
+      expect(stopped.exitAfterSignal).toBeLessThan(1_500);
+    } finally {
+      busy = false;
+      await Promise.all(workers);
+    }
+    expect(await held.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a', 'lock-b'] });
+  }, 120_000);
 });
 
 /**

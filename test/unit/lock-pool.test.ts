@@ -129,10 +129,20 @@ class FakeStore implements LockStore {
     return { tip: this.remoteCommit, line: [...this.line] };
   }
 
+  /** When each commit was made, for tipTime (unknown for any other). */
+  readonly commitTimes = new Map<string, number>();
+
+  async tipTime(): Promise<number | undefined> {
+    return this.commitTimes.get(this.localCommit);
+  }
+
   async join(entry: WaitingEntry): Promise<boolean> {
     this.log.push('join');
     if (this.refuseLine) return false;
-    this.line.push(entry);
+    this.line = [
+      ...this.line.filter((other) => other.token !== entry.token),
+      { ...entry, at: this.localCommit },
+    ];
     return true;
   }
 
@@ -729,10 +739,11 @@ describe('LockPool in the waiting line', () => {
     const store = new FakeStore(['lock-a'], []);
     store.line = [waiting('first', 3_000), waiting('second', 2_000), waiting('third', 1_000)];
     const { pool, clock } = setup(store, { lineToken: 'me' });
-    // The holder releases and the first in line takes it, over and over: the tip keeps moving.
-    clock.onSleep = (index) => {
-      if (index % 2 === 0) store.otherMoves('lock-a', 'unclaimed');
-      else {
+    // Within each poll the holder releases and the first in line takes it, over and over: the
+    // tip keeps moving, and the line with it.
+    clock.onSleep = () => {
+      if (store.remote.claimed.has('lock-a')) store.otherMoves('lock-a', 'unclaimed');
+      if (store.line[0] && store.line[0].token !== 'me') {
         store.otherMoves('lock-a', 'claimed');
         store.line.shift();
       }
@@ -772,7 +783,10 @@ describe('LockPool in the waiting line', () => {
       if (index === 2) store.otherMoves('lock-a', 'unclaimed');
     };
     expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
-    expect(places).toEqual([waiting('me', 0), waiting('me', 0)]);
+    expect(places.map((place) => ({ ...place, at: undefined }))).toEqual([
+      waiting('me', 0),
+      waiting('me', 0),
+    ]);
     expect(store.line).toEqual([]);
   });
 
@@ -842,5 +856,176 @@ describe('LockPool in the waiting line', () => {
       taken.push((await pool.run({ kind: 'acquire' })).name);
     }
     expect(new Set(taken)).toEqual(new Set(['lock-a', 'lock-b']));
+  });
+});
+
+describe('LockPool in a line with puts that are gone', () => {
+  /** An entry of a put that joined before this test's clock started and was killed since. */
+  const dead = (token: string, ago: number, retryDelayMs = RETRY_DELAY_MS): WaitingEntry => ({
+    since: 1_000_000 - ago,
+    retryDelayMs,
+    token,
+    at: 'c0',
+  });
+
+  /** The holder releases lock-a at the given sleep; returns when (the fake clock's time). */
+  function releaseAt(store: FakeStore, clock: FakeClock, index: number): { at: number } {
+    const released = { at: Number.NaN };
+    clock.onSleep = (i) => {
+      if (i !== index) return;
+      store.otherMoves('lock-a', 'unclaimed');
+      store.commitTimes.set(store.remoteCommit, clock.time);
+      released.at = clock.time;
+    };
+    return released;
+  }
+
+  it('takes out every put ahead that is gone at once, one grace after the lock became free', async () => {
+    const store = new FakeStore(['lock-a'], []);
+    store.line = [dead('gone-1', 3_000), dead('gone-2', 2_000), dead('gone-3', 1_000)];
+    const { pool, clock, reporter } = setup(store, { lineToken: 'me' });
+    const released = releaseAt(store, clock, 1);
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+    expect(store.log.filter((entry) => entry.startsWith('leave'))).toEqual([
+      'leave gone-1 gone-2 gone-3',
+    ]);
+    expect(reporter.lines).toContain(
+      '3 puts ahead in line left a free lock untaken for 12s: taking them out of the line',
+    );
+    // One grace (its committer's clock gives the release to the second), not three in a row.
+    const freeFor = clock.time - released.at;
+    expect(freeFor).toBeGreaterThanOrEqual(GONE_AFTER_MS);
+    expect(freeFor).toBeLessThanOrEqual(GONE_AFTER_MS + 1_000);
+    expect(store.line).toEqual([]);
+  });
+
+  it('leaves in line a put ahead that shows it is alive, and takes out only the ones gone', async () => {
+    const store = new FakeStore(['lock-a'], []);
+    store.line = [dead('gone', 2_000), dead('alive', 1_000)];
+    const { pool, clock } = setup(store, { lineToken: 'me' });
+    const released = releaseAt(store, clock, 1);
+    const onSleep = clock.onSleep!;
+    clock.onSleep = (index) => {
+      onSleep(index);
+      const alive = store.line.find((entry) => entry.token === 'alive');
+      // The live put moves its entry to the tip once the stall is half its grace old.
+      if (alive && clock.time - released.at >= RETRY_DELAY_MS + 1_000)
+        alive.at = store.remoteCommit;
+      // It takes the put ahead of it out after its grace, as this one would, and the lock.
+      if (alive && clock.time - released.at >= GONE_AFTER_MS + 1_000)
+        store.line = store.line.filter((entry) => entry.token !== 'gone');
+      if (alive && !store.line.some((entry) => entry.token === 'gone')) {
+        store.line = store.line.filter((entry) => entry !== alive);
+        store.otherMoves('lock-a', 'claimed');
+      }
+      if (clock.time - released.at > 3 * GONE_AFTER_MS && store.remote.claimed.has('lock-a'))
+        store.otherMoves('lock-a', 'unclaimed');
+    };
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+    // Judged together with the put gone, it would have been taken out with it.
+    expect(
+      store.log.filter((entry) => entry.startsWith('leave') && entry.includes('alive')),
+    ).toEqual([]);
+    expect(store.remote.claimed.has('lock-a')).toBe(true);
+  });
+
+  it('shows it is alive in a stall by moving its entry to the tip, once, half a grace in', async () => {
+    const store = new FakeStore(['lock-a'], []);
+    store.line = [dead('gone', 1_000)];
+    const { pool, clock } = setup(store, { lineToken: 'me' });
+    const joins: { at: number; tip: string | undefined }[] = [];
+    const join = store.join.bind(store);
+    store.join = async (entry) => {
+      const joined = await join(entry);
+      joins.push({ at: clock.time, tip: store.line.find((e) => e.token === 'me')?.at });
+      return joined;
+    };
+    const released = releaseAt(store, clock, 1);
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+    expect(joins).toHaveLength(2);
+    expect(joins[0]!.tip).toBe('c0');
+    expect(joins[1]!.tip).toBe('other-1');
+    expect(joins[1]!.at - released.at).toBeGreaterThanOrEqual(RETRY_DELAY_MS + 1_000);
+    expect(joins[1]!.at - released.at).toBeLessThan(GONE_AFTER_MS);
+  });
+
+  it('takes out at once the puts gone long ago that a free lock waited for, and takes it', async () => {
+    // Nobody came since they were killed: the tip was committed long before this put started.
+    const store = new FakeStore([], ['lock-a', 'lock-b']);
+    store.commitTimes.set('c0', 1_000_000 - 60_000);
+    // They joined while the locks were held, at a tip before the releases.
+    store.line = [70_000, 65_000].map((ago, n) => ({ ...dead(`gone-${n + 1}`, ago), at: 'c-old' }));
+    const { pool, clock } = setup(store, { lineToken: 'me' });
+    expect((await pool.run({ kind: 'acquire' })).name).toMatch(/^lock-/);
+    expect(clock.sleeps).toEqual([]);
+    expect(store.log).toContain('leave gone-1 gone-2');
+    expect(store.line).toEqual([]);
+  });
+
+  it('leaves a put that joined since the tip alone, however old the tip', async () => {
+    const store = new FakeStore([], ['lock-a', 'lock-b']);
+    store.commitTimes.set('c0', 1_000_000 - 60_000);
+    store.line = [{ ...dead('new', 500), at: 'c0' }];
+    // It points at the tip: it joined (or showed life) after the tip was made.
+    const { pool } = setup(store, { lineToken: 'me' });
+    store.remoteCommit = 'c0';
+    expect((await pool.run({ kind: 'acquire' })).name).toMatch(/^lock-/);
+    expect(store.log.some((entry) => entry.startsWith('leave'))).toBe(false);
+  });
+
+  it('believes no more than three times its own retry_delay of an entry pushed claiming 1h', async () => {
+    const store = new FakeStore(['lock-a'], []);
+    store.line = [dead('by-hand', 1_000, 3_600_000)];
+    const clock = new FakeClock();
+    const reporter = new RecordingReporter();
+    const pool = new LockPool(
+      store,
+      clock,
+      reporter,
+      { pool: 'envs', retryDelayMs: 200, lineToken: 'me', message: (subject) => subject },
+      new AbortController().signal,
+    );
+    const released = releaseAt(store, clock, 1);
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+    expect(store.log).toContain('leave by-hand');
+    // 2 × 3 × 200 ms + 2 s, and the committer's second.
+    expect(clock.time - released.at).toBeLessThanOrEqual(3_200 + 1_000);
+  });
+
+  it('with retry_delay 0, polls no more often than every 100 ms', async () => {
+    const store = new FakeStore(['lock-a'], []);
+    store.line = [waiting('older', 2_000)];
+    const clock = new FakeClock();
+    const pool = new LockPool(
+      store,
+      clock,
+      new RecordingReporter(),
+      { pool: 'envs', retryDelayMs: 0, lineToken: 'me', message: (subject) => subject },
+      new AbortController().signal,
+    );
+    clock.onSleep = () => {
+      if (clock.time >= 1_000_000 + 5_000 && store.remote.claimed.has('lock-a')) {
+        store.line = [];
+        store.otherMoves('lock-a', 'unclaimed');
+      }
+    };
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+    expect(clock.sleeps.length).toBeGreaterThan(10);
+    expect(Math.min(...clock.sleeps.slice(1))).toBeGreaterThanOrEqual(100);
+    // Without a line too.
+    const plain = new FakeStore(['lock-a'], []);
+    const plainClock = new FakeClock();
+    plainClock.onSleep = (index) => {
+      if (index === 20) plain.otherMoves('lock-a', 'unclaimed');
+    };
+    const reference = new LockPool(
+      plain,
+      plainClock,
+      new RecordingReporter(),
+      { pool: 'envs', retryDelayMs: 0, message: (subject) => subject },
+      new AbortController().signal,
+    );
+    expect((await reference.run({ kind: 'acquire' })).name).toBe('lock-a');
+    expect(Math.min(...plainClock.sleeps.slice(1))).toBeGreaterThanOrEqual(100);
   });
 });

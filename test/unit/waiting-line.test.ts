@@ -4,9 +4,14 @@ import {
   compareEntries,
   entriesAhead,
   entryRef,
+  credibleRetryDelayMs,
   frontPollMs,
   goneAfterMs,
+  goneAt,
   linePrefix,
+  pollMs,
+  showLifeAfterMs,
+  sightKey,
   parseEntryRef,
   type WaitingEntry,
 } from '../../src/waiting-line.js';
@@ -88,13 +93,69 @@ describe('waiting line timings', () => {
     [10_000, 2_000],
     [1_000, 200],
     [250, 100],
-    [50, 50],
-  ])('polls near the front every %i ms of retry_delay at %i ms', (retryDelayMs, poll) => {
+    [50, 100],
+    [0, 100],
+  ])('polls near the front with retry_delay %i ms every %i ms', (retryDelayMs, poll) => {
     expect(frontPollMs(retryDelayMs)).toBe(poll);
   });
 
+  it.each([
+    [10_000, 10_000],
+    [100, 100],
+    [20, 100],
+    [0, 100],
+  ])('polls elsewhere with retry_delay %i ms every %i ms, never faster', (retryDelayMs, poll) => {
+    expect(pollMs(retryDelayMs)).toBe(poll);
+  });
+
   it('takes a put to be gone only after twice its own retry_delay and a margin', () => {
-    expect(goneAfterMs(entry(0, 'a', 1_000))).toBe(4_000);
-    expect(goneAfterMs(entry(0, 'a', 60_000))).toBe(122_000);
+    expect(goneAfterMs(entry(0, 'a', 1_000), 1_000)).toBe(4_000);
+    expect(goneAfterMs(entry(0, 'a', 60_000), 60_000)).toBe(122_000);
+  });
+
+  it.each([
+    // entry's retry_delay, the reader's, what the reader believes of it
+    [3_600_000, 200, 600],
+    [3_600_000, 10_000, 30_000],
+    [3_600_000, 3_600_000, 60_000],
+    [1_000, 200, 600],
+    [500, 200, 500],
+    [3_600_000, 0, 300],
+  ])(
+    'believes an entry claiming retry_delay %i ms, read by a put with %i ms, up to %i ms',
+    (claimed, own, believed) => {
+      expect(credibleRetryDelayMs(entry(0, 'a', claimed), own)).toBe(believed);
+    },
+  );
+
+  it('never lets an entry keep a free lock for more than 2 minutes and 2 s, whatever it claims', () => {
+    for (const own of [0, 200, 10_000, 3_600_000])
+      expect(goneAfterMs(entry(0, 'a', Number.MAX_SAFE_INTEGER), own)).toBeLessThanOrEqual(122_000);
+    expect(goneAfterMs(entry(0, 'a', 3_600_000), 200)).toBe(3_200);
+  });
+
+  it('judges every entry ahead from when the lock became free, unless it showed life since', () => {
+    const dead = [1, 2, 3].map((n) => ({ ...entry(n, `dead${n}`, 1_000), at: 'old' }));
+    const stall = {
+      since: 50_000,
+      tips: new Set(['release']),
+      sightings: new Map<string, number>(dead.map((e) => [sightKey(e), 40_000])),
+      watchingSince: 40_000,
+    };
+    // However many there are: one grace, from the same moment.
+    expect(dead.map((e) => goneAt(e, stall, 1_000))).toEqual([54_000, 54_000, 54_000]);
+    // A put that moved its entry to a tip of the stall is judged from when that was seen.
+    const alive = { ...entry(4, 'alive', 1_000), at: 'release' };
+    stall.sightings.set(sightKey(alive), 51_500);
+    expect(goneAt(alive, stall, 1_000)).toBe(55_500);
+    // Or moved it anywhere while this put watched (to a tip it never saw, say).
+    const moved = { ...entry(5, 'moved', 1_000), at: 'unseen' };
+    stall.sightings.set(sightKey(moved), 52_000);
+    expect(goneAt(moved, stall, 1_000)).toBe(56_000);
+    // Seen so since this put first looked, it counts from the stall only.
+    stall.sightings.set(sightKey(moved), 40_000);
+    expect(goneAt(moved, stall, 1_000)).toBe(54_000);
+    // It shows that before the puts behind it would take it for gone.
+    expect(50_000 + showLifeAfterMs(1_000)).toBeLessThan(goneAt(dead[0]!, stall, 1_000));
   });
 });
