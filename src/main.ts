@@ -2,11 +2,11 @@
 // script is `main(command)`: read the request, run the command, write one JSON document.
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { CommandContext } from './context.js';
-import { CancelledError, ConfigurationError, describeError } from './errors.js';
+import type { CommandContext } from './run/context.js';
+import { CancelledError, ConfigurationError, describeError } from './base/errors.js';
 import { descendantsOf, GIT_STOP_SIGNAL, signalProcesses } from './git/child-processes.js';
-import { PUSH_GRACE_MS, type Clock } from './lock-pool.js';
-import { Logger } from './logger.js';
+import { PUSH_GRACE_MS, type Clock } from './lock/lock-pool.js';
+import { Logger } from './base/logger.js';
 
 const SIGNAL_NUMBERS = { SIGHUP: 1, SIGINT: 2, SIGTERM: 15 } as const;
 type StopSignal = keyof typeof SIGNAL_NUMBERS;

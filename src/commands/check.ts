@@ -2,12 +2,12 @@
 import { createHash } from 'node:crypto';
 import { readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { CommandContext } from '../context.js';
-import { GitCommandError, describeError } from '../errors.js';
-import { parseCheckRequest } from '../request.js';
-import { openSession, readRequest } from '../session.js';
-import { BranchHistory } from '../branch-history.js';
-import { takeCachedCopy } from '../check-cache.js';
+import type { CommandContext } from '../run/context.js';
+import { GitCommandError, describeError } from '../base/errors.js';
+import { parseCheckRequest } from '../protocol/request.js';
+import { openSession, readRequest } from '../run/session.js';
+import { BranchHistory } from '../repo/branch-history.js';
+import { takeCachedCopy } from '../repo/check-cache.js';
 
 /**
  * Commits fetched from the tip. Checks run every minute or so, so the previous version is

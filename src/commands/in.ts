@@ -1,12 +1,12 @@
 // `in`: fetches the lock a version's commit is about, with the "no longer acquired" safety check.
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { CommandContext } from '../context.js';
-import { BranchHistory } from '../branch-history.js';
-import { ConfigurationError, OperationError } from '../errors.js';
-import { lockPath } from '../pool-state.js';
-import { parseInRequest } from '../request.js';
-import { lockResponse, openSession, readRequest } from '../session.js';
+import type { CommandContext } from '../run/context.js';
+import { BranchHistory } from '../repo/branch-history.js';
+import { ConfigurationError, OperationError } from '../base/errors.js';
+import { lockPath } from '../lock/pool-state.js';
+import { parseInRequest } from '../protocol/request.js';
+import { lockResponse, openSession, readRequest } from '../run/session.js';
 
 /** Commits fetched from the tip at first (the window widens fourfold when a question needs it). */
 const IN_WINDOW = 16;

@@ -1,13 +1,13 @@
 // `out`: one put, exactly one operation, through the lock policy.
-import { buildInfoFromEnv } from '../build-info.js';
-import type { CommandContext } from '../context.js';
-import { ConfigurationError, OperationError } from '../errors.js';
-import { lockNameProblem, printable } from '../lock-name.js';
-import type { ResolvedOperation } from '../lock-operation.js';
-import { runLockOperation } from '../lock-run.js';
-import { parseOutRequest, type OutOperation } from '../request.js';
-import { lockResponse, openSession, readRequest } from '../session.js';
-import { readStepFile, stepFolder, type StepFolder } from '../step-folder.js';
+import { buildInfoFromEnv } from '../protocol/build-info.js';
+import type { CommandContext } from '../run/context.js';
+import { ConfigurationError, OperationError } from '../base/errors.js';
+import { lockNameProblem, printable } from '../base/lock-name.js';
+import type { ResolvedOperation } from '../lock/lock-operation.js';
+import { runLockOperation } from '../run/lock-run.js';
+import { parseOutRequest, type OutOperation } from '../protocol/request.js';
+import { lockResponse, openSession, readRequest } from '../run/session.js';
+import { readStepFile, stepFolder, type StepFolder } from '../protocol/step-folder.js';
 
 /** Said when the folder argument is missing (main says it before reading stdin). */
 export const OUT_USAGE = 'usage: out SOURCE_DIRECTORY (the build folder holding the step folders)';

@@ -4,10 +4,30 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Source } from '../request.js';
-import { SSH_CONFIG_ENV, SSH_MUX_ENV, type SshTransportConfig } from '../transport/ssh-config.js';
+import {
+  SSH_CONFIG_ENV,
+  SSH_MUX_ENV,
+  type HttpsTunnel,
+  type SshTransportConfig,
+} from '../transport/ssh-config.js';
 import { startSshMux } from '../transport/ssh-mux.js';
 import { sshCommand } from './ssh-command.js';
+
+/** What git's environment is made from: the request's source (protocol/request.ts) fits it. */
+export interface GitSettings {
+  uri: string;
+  privateKey?: string;
+  privateKeyPassphrase?: string;
+  privateKeyUser?: string;
+  forwardAgent: boolean;
+  username?: string;
+  password?: string;
+  gitConfig: readonly { name: string; value: string }[];
+  httpsTunnel?: HttpsTunnel;
+  skipSslVerification: boolean;
+  knownHosts?: string;
+  gitTimeoutMs: number;
+}
 
 export interface GitEnvironment {
   /** Private folder (HOME of every git child), removed by `dispose`. */
@@ -88,7 +108,7 @@ const PASS_THROUGH = [
  * `warn`: where the run's SSH connections say a host key was accepted unchecked (the log).
  */
 export async function createGitEnvironment(
-  source: Source,
+  source: GitSettings,
   parentEnv: NodeJS.ProcessEnv,
   signal?: AbortSignal,
   warn?: (line: string) => void,
@@ -105,7 +125,7 @@ export async function createGitEnvironment(
 
 async function fill(
   home: string,
-  source: Source,
+  source: GitSettings,
   parentEnv: NodeJS.ProcessEnv,
   signal: AbortSignal | undefined,
   warn: ((line: string) => void) | undefined,

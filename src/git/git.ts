@@ -8,7 +8,7 @@ import {
   ConfigurationError,
   GitCommandError,
   GitTimeoutError,
-} from '../errors.js';
+} from '../base/errors.js';
 import { accessFailure } from './access-failure.js';
 import { GIT_STOP_SIGNAL, processesWithHome, signalProcessesWithHome } from './child-processes.js';
 import type { GitEnvironment } from './environment.js';

@@ -1,7 +1,14 @@
 // What the resource hands its SSH command, named by an environment variable so no secret is in
 // argv: the socket of the run's shared connections, or else a JSON file of these settings in the
 // request's private folder (mode 0600, removed with the folder).
-import type { HttpsTunnel } from '../request.js';
+
+/** `source.https_tunnel`: an HTTP CONNECT proxy the SSH connection goes through. */
+export interface HttpsTunnel {
+  proxyHost: string;
+  proxyPort: number;
+  proxyUser?: string;
+  proxyPassword?: string;
+}
 
 export const SSH_CONFIG_ENV = 'POOL_RESOURCE_SSH_CONFIG';
 /** Set instead when the run shares one connection per server: the Unix socket of ssh-mux.ts. */

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript, tempDir } from '../helpers/run-script.js';
 import { lockStep } from '../helpers/steps.js';
-import { parseGoDuration } from '../../src/duration.js';
+import { parseGoDuration } from '../../src/base/duration.js';
 
 let repo: LockRepo;
 afterEach(async () => repo?.cleanup());

@@ -4,8 +4,8 @@ import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createGitEnvironment, type GitEnvironment } from '../../src/git/environment.js';
 import { Git } from '../../src/git/git.js';
-import { LockRepository } from '../../src/lock-repository.js';
-import { parseCheckRequest } from '../../src/request.js';
+import { LockRepository } from '../../src/repo/lock-repository.js';
+import { parseCheckRequest } from '../../src/protocol/request.js';
 import { appendCommits, otherPoolCommits } from '../helpers/long-history.js';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
 

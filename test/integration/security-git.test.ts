@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createGitEnvironment, type GitEnvironment } from '../../src/git/environment.js';
-import type { Source } from '../../src/request.js';
+import type { Source } from '../../src/protocol/request.js';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript, tempDir } from '../helpers/run-script.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { buildInfoFromEnv, commitMessage } from '../../src/build-info.js';
+import { buildInfoFromEnv, commitMessage } from '../../src/protocol/build-info.js';
 
 const JOB_BUILD = {
   ATC_EXTERNAL_URL: 'https://ci.example.com',

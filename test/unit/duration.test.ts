@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatGoDuration, parseGoDuration } from '../../src/duration.js';
+import { formatGoDuration, parseGoDuration } from '../../src/base/duration.js';
 
 describe('parseGoDuration', () => {
   it.each([

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { suggestField } from '../../src/field-suggestion.js';
+import { suggestField } from '../../src/protocol/field-suggestion.js';
 
 const PARAMS = ['acquire', 'release', 'remove', 'claim', 'add', 'add_claimed', 'update', 'check'];
 const SOURCE = ['uri', 'branch', 'pool', 'private_key', 'retry_delay', 'known_hosts'];

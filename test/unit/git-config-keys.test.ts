@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { gitConfigKeyProblem } from '../../src/git-config-keys.js';
+import { gitConfigKeyProblem } from '../../src/protocol/git-config-keys.js';
 
 describe('gitConfigKeyProblem', () => {
   it.each([

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { describeHolder, holderFromCommit } from '../../src/lock-holders.js';
-import { ProgressReporter } from '../../src/progress.js';
-import { Logger } from '../../src/logger.js';
+import { describeHolder, holderFromCommit } from '../../src/repo/lock-holders.js';
+import { ProgressReporter } from '../../src/run/progress.js';
+import { Logger } from '../../src/base/logger.js';
 
 const authoredAt = new Date('2026-01-01T00:00:00Z');
 const author = 'Alice <alice@example.com>';

@@ -3,7 +3,7 @@
 import { join, normalize, sep } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { lockNameProblem, poolNameProblem, printable } from '../../src/lock-name.js';
+import { lockNameProblem, poolNameProblem, printable } from '../../src/base/lock-name.js';
 
 const anyName = fc.oneof(
   fc.string({ unit: 'binary', maxLength: 300 }),

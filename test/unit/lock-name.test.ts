@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { lockNameProblem, poolNameProblem, printable, showable } from '../../src/lock-name.js';
-import { Logger } from '../../src/logger.js';
-import { statusTable } from '../../src/pool-cli/status.js';
+import { lockNameProblem, poolNameProblem, printable, showable } from '../../src/base/lock-name.js';
+import { Logger } from '../../src/base/logger.js';
+import { statusTable } from '../../src/commands/pool/status.js';
 
 describe('lockNameProblem', () => {
   it.each([

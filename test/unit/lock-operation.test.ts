@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { decide, type ResolvedOperation } from '../../src/lock-operation.js';
-import type { PoolState } from '../../src/pool-state.js';
+import { decide, type ResolvedOperation } from '../../src/lock/lock-operation.js';
+import type { PoolState } from '../../src/lock/pool-state.js';
 
 function pool(claimed: string[], unclaimed: string[]): PoolState {
   return { claimed: new Set(claimed), unclaimed: new Set(unclaimed), irregular: new Map() };

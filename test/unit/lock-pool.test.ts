@@ -6,7 +6,7 @@ import {
   OperationError,
   WaitTimeoutError,
   describeError,
-} from '../../src/errors.js';
+} from '../../src/base/errors.js';
 import type { PushOutcome } from '../../src/git/push-outcome.js';
 import {
   LockPool,
@@ -17,10 +17,10 @@ import {
   type Clock,
   type LockStore,
   type PoolReporter,
-} from '../../src/lock-pool.js';
-import type { ResolvedOperation } from '../../src/lock-operation.js';
-import type { Change, LockState, PoolState } from '../../src/pool-state.js';
-import type { WaitingEntry } from '../../src/waiting-line.js';
+} from '../../src/lock/lock-pool.js';
+import type { ResolvedOperation } from '../../src/lock/lock-operation.js';
+import type { Change, LockState, PoolState } from '../../src/lock/pool-state.js';
+import type { WaitingEntry } from '../../src/lock/waiting-line.js';
 
 const RETRY_DELAY_MS = 5_000;
 

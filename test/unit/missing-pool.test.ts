@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { missingPoolError } from '../../src/missing-pool.js';
+import { missingPoolError } from '../../src/repo/missing-pool.js';
 
 /** ls-tree over a branch given as its folders, answering as git does (NUL-separated names). */
 function listTree(folders: string[]) {

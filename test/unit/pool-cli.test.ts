@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { parsePoolArguments } from '../../src/pool-cli/arguments.js';
-import { statusEntries, statusTable } from '../../src/pool-cli/status.js';
+import { parsePoolArguments } from '../../src/commands/pool/arguments.js';
+import { statusEntries, statusTable } from '../../src/commands/pool/status.js';
 
 describe('parsePoolArguments', () => {
   it('maps source flags and the command options, in any order', () => {

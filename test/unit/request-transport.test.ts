@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigurationError } from '../../src/errors.js';
-import { isSshUri, parseCheckRequest } from '../../src/request.js';
+import { ConfigurationError } from '../../src/base/errors.js';
+import { isSshUri, parseCheckRequest } from '../../src/protocol/request.js';
 
 const ENCRYPTED_WITHOUT_PASSPHRASE = `-----BEGIN RSA PRIVATE KEY-----
 Proc-Type: 4,ENCRYPTED

@@ -2,14 +2,14 @@
 // typed request or throws a ConfigurationError whose short lines name the field that is wrong.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ConfigurationError } from '../../src/errors.js';
-import { lockNameProblem } from '../../src/lock-name.js';
+import { ConfigurationError } from '../../src/base/errors.js';
+import { lockNameProblem } from '../../src/base/lock-name.js';
 import {
   parseCheckRequest,
   parseInRequest,
   parseOutRequest,
   type Parsed,
-} from '../../src/request.js';
+} from '../../src/protocol/request.js';
 
 const parsers = {
   check: parseCheckRequest,

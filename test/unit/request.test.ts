@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigurationError } from '../../src/errors.js';
-import { parseCheckRequest, parseInRequest, parseOutRequest } from '../../src/request.js';
+import { ConfigurationError } from '../../src/base/errors.js';
+import { parseCheckRequest, parseInRequest, parseOutRequest } from '../../src/protocol/request.js';
 import { ed25519KeyPair } from '../helpers/ssh2-keys.js';
 
 // A real encrypted key and a real host key line: both are checked when the request is parsed.

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { displayUri, Logger, uriSecrets } from '../../src/logger.js';
-import { parseOutRequest } from '../../src/request.js';
-import { requestSecrets } from '../../src/request-secrets.js';
+import { displayUri, Logger, uriSecrets } from '../../src/base/logger.js';
+import { parseOutRequest } from '../../src/protocol/request.js';
+import { requestSecrets } from '../../src/protocol/request-secrets.js';
 
 const TOKEN = 'ghp_0123456789abcdefABCDEF0123456789abcd';
 

@@ -14,7 +14,7 @@ import {
   sightKey,
   parseEntryRef,
   type WaitingEntry,
-} from '../../src/waiting-line.js';
+} from '../../src/lock/waiting-line.js';
 
 const entry = (since: number, token: string, retryDelayMs = 10_000): WaitingEntry => ({
   since,

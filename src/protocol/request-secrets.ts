@@ -1,7 +1,7 @@
 // The secret values of a request as sent, read before the request is parsed: a request that
 // fails to parse never registers its secrets, yet a message about another field can quote one
 // (a password pasted into retry_delay, say).
-import { uriSecrets, userNameSecrets } from './logger.js';
+import { uriSecrets, userNameSecrets } from '../base/logger.js';
 
 /** The values of the secret fields, whatever else is wrong with the request; [] if it is not JSON. */
 export function requestSecrets(text: string): string[] {

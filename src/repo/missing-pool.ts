@@ -1,8 +1,8 @@
 // The error for a pool folder that is not on the branch, said the same way by every reader of the
 // branch: which pools the branch does have (a misspelled pool is the usual cause) and how to make
 // the missing one. Looked up only on this error path, never on the way to a lock.
-import { OperationError } from './errors.js';
-import { poolNameProblem } from './lock-name.js';
+import { OperationError } from '../base/errors.js';
+import { poolNameProblem } from '../base/lock-name.js';
 
 /** Runs a git command on the copy that holds `ref`, returning its stdout. */
 export type ListTree = (args: readonly string[]) => Promise<string>;

@@ -3,11 +3,11 @@
 // every other change: a rejected push starts again from the new tip.
 import { lstat, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { GaveUpError, GitCommandError, OperationError } from '../errors.js';
+import { GaveUpError, GitCommandError, OperationError } from '../base/errors.js';
 import type { Git } from '../git/git.js';
 import { classifyPush } from '../git/push-outcome.js';
-import { displayUri } from '../logger.js';
-import { lockPath } from '../pool-state.js';
+import { displayUri } from '../base/logger.js';
+import { lockPath } from '../lock/pool-state.js';
 
 export interface InitOptions {
   uri: string;

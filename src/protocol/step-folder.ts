@@ -6,8 +6,8 @@
 import { constants } from 'node:fs';
 import { lstat, open, realpath, type FileHandle } from 'node:fs/promises';
 import { isAbsolute, join, relative, resolve, sep } from 'node:path';
-import { ConfigurationError, OperationError } from './errors.js';
-import { printable } from './lock-name.js';
+import { ConfigurationError, OperationError } from '../base/errors.js';
+import { printable } from '../base/lock-name.js';
 
 /** The most a step folder's file may hold: far more than any lock's metadata needs. */
 export const MAX_STEP_FILE_BYTES = 1024 * 1024;

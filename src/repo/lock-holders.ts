@@ -4,11 +4,11 @@
 // and deepened only as far as the answer needs, so `out`'s working copy is never touched.
 import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { CancelledError, GitCommandError, OperationError, formatMs } from './errors.js';
+import { CancelledError, GitCommandError, OperationError, formatMs } from '../base/errors.js';
 import { missingPoolError } from './missing-pool.js';
-import { displayUri } from './logger.js';
-import type { Git } from './git/git.js';
-import { lockPath, type LockState } from './pool-state.js';
+import { displayUri } from '../base/logger.js';
+import type { Git } from '../git/git.js';
+import { lockPath, type LockState } from '../lock/pool-state.js';
 
 export interface LockRecord {
   name: string;

@@ -2,12 +2,12 @@
 // own (the run's may be half-way through a killed git command, or already removed when the
 // signal came after the result was written), or say exactly what is left claimed.
 import { join } from 'node:path';
-import { commitMessage, type BuildInfo } from './build-info.js';
+import { commitMessage, type BuildInfo } from '../protocol/build-info.js';
 import type { CommandContext } from './context.js';
-import { CancelledError, describeError } from './errors.js';
-import { createGitEnvironment, type GitEnvironment } from './git/environment.js';
-import { Git } from './git/git.js';
-import type { ResolvedOperation } from './lock-operation.js';
+import { CancelledError, describeError } from '../base/errors.js';
+import { createGitEnvironment, type GitEnvironment } from '../git/environment.js';
+import { Git } from '../git/git.js';
+import type { ResolvedOperation } from '../lock/lock-operation.js';
 import {
   releaseAbandonedClaim,
   type AbandonedClaimResult,
@@ -15,10 +15,10 @@ import {
   type PendingClaim,
   type LockPool,
   type Outcome,
-} from './lock-pool.js';
-import { LockRepository } from './lock-repository.js';
-import { displayUri } from './logger.js';
-import type { Source } from './request.js';
+} from '../lock/lock-pool.js';
+import { LockRepository } from '../repo/lock-repository.js';
+import { displayUri } from '../base/logger.js';
+import type { Source } from '../protocol/request.js';
 
 /** Bound on the release after a failed run (no signal is pressing, but the remote may be down). */
 const FAILURE_RELEASE_MS = 20_000;

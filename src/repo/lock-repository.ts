@@ -9,15 +9,15 @@
 import { createHash } from 'node:crypto';
 import { mkdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { CancelledError, OperationError, GitCommandError } from './errors.js';
-import type { Git } from './git/git.js';
-import { classifyPush, type PushOutcome, type PushRefused } from './git/push-outcome.js';
-import { readRef } from './git/refs.js';
-import { lockPath, type Change, type LockState, type PoolState } from './pool-state.js';
-import { displayUri } from './logger.js';
-import { lockNameProblem } from './lock-name.js';
+import { CancelledError, OperationError, GitCommandError } from '../base/errors.js';
+import type { Git } from '../git/git.js';
+import { classifyPush, type PushOutcome, type PushRefused } from '../git/push-outcome.js';
+import { readRef } from '../git/refs.js';
+import { lockPath, type Change, type LockState, type PoolState } from '../lock/pool-state.js';
+import { displayUri } from '../base/logger.js';
+import { lockNameProblem } from '../base/lock-name.js';
 import { missingPoolError } from './missing-pool.js';
-import { entryRef, linePrefix, parseEntryRef, type WaitingEntry } from './waiting-line.js';
+import { entryRef, linePrefix, parseEntryRef, type WaitingEntry } from '../lock/waiting-line.js';
 
 export interface LockRepositoryOptions {
   uri: string;

@@ -1,8 +1,8 @@
 // `pool status` output: a table for people, or JSON for scripts, from the locks' records.
-import { formatMs } from '../errors.js';
-import { formatInstant, type LockRecord } from '../lock-holders.js';
-import { showable } from '../lock-name.js';
-import { compareEntries, type WaitingEntry } from '../waiting-line.js';
+import { formatMs } from '../../base/errors.js';
+import { formatInstant, type LockRecord } from '../../repo/lock-holders.js';
+import { showable } from '../../base/lock-name.js';
+import { compareEntries, type WaitingEntry } from '../../lock/waiting-line.js';
 
 export interface StatusEntry {
   name: string;

@@ -1,13 +1,14 @@
 // Turns the JSON on stdin into typed, fully defaulted requests for check, in and out (one place,
 // so the three scripts validate alike and report every problem at once).
 import * as z from 'zod';
-import { ConfigurationError } from './errors.js';
-import { nanosToMs, parseGoDuration } from './duration.js';
-import { lockNameProblem, poolNameProblem, printable } from './lock-name.js';
+import { ConfigurationError } from '../base/errors.js';
+import { nanosToMs, parseGoDuration } from '../base/duration.js';
+import { lockNameProblem, poolNameProblem, printable } from '../base/lock-name.js';
 import { gitConfigKeyProblem } from './git-config-keys.js';
 import { suggestField } from './field-suggestion.js';
-import { decodeUserinfo, displayUri, uriCredentials } from './logger.js';
-import { parseKnownHosts } from './transport/known-hosts.js';
+import { decodeUserinfo, displayUri, uriCredentials } from '../base/logger.js';
+import { parseKnownHosts } from '../transport/known-hosts.js';
+import type { HttpsTunnel } from '../transport/ssh-config.js';
 
 const DEFAULT_RETRY_DELAY_MS = 10_000;
 const DEFAULT_GIT_TIMEOUT_MS = 5 * 60_000;
@@ -15,13 +16,6 @@ const DEFAULT_GIT_TIMEOUT_MS = 5 * 60_000;
 const MAX_DURATION_MS = 7 * 24 * 3600_000;
 /** No real duration is longer ("1h2m3s4ms5us6ns" is 15); longer text is not worth quoting back. */
 const MAX_DURATION_CHARS = 64;
-
-export interface HttpsTunnel {
-  proxyHost: string;
-  proxyPort: number;
-  proxyUser?: string;
-  proxyPassword?: string;
-}
 
 export interface GitConfigEntry {
   name: string;
@@ -496,7 +490,7 @@ async function transportProblems(raw: unknown): Promise<string[]> {
   const privateKey = field('private_key');
   // Only for SSH URIs: the reference ignored private_key for https:// and local repositories.
   if (privateKey !== undefined && uri !== undefined && isSshUri(uri)) {
-    const { readPrivateKey } = await import('./transport/ssh-key.js');
+    const { readPrivateKey } = await import('../transport/ssh-key.js');
     const read = readPrivateKey(privateKey, field('private_key_passphrase'));
     if ('problem' in read) problems.push(`invalid payload (${read.problem})`);
   }

@@ -1,7 +1,7 @@
 // What a commit says about the build behind it: the `Build URL:` line every commit carries and
 // the holder trailers of claiming commits.
 
-import { formatGoDuration } from './duration.js';
+import { formatGoDuration } from '../base/duration.js';
 
 export interface BuildInfo {
   url?: string;

@@ -1,10 +1,10 @@
 // What `out` says on stderr while it waits: a line when the situation changes and a heartbeat at
 // most every 30 s, never a line per poll (a busy pool polls every retry_delay for hours). Each
 // line names who holds the wanted locks and for how long, looked up only when a line is due.
-import { CancelledError, describeError, formatMs } from './errors.js';
-import type { Logger } from './logger.js';
-import type { PoolReporter } from './lock-pool.js';
-import { describeHolder, type LockRecord } from './lock-holders.js';
+import { CancelledError, describeError, formatMs } from '../base/errors.js';
+import type { Logger } from '../base/logger.js';
+import type { PoolReporter } from '../lock/lock-pool.js';
+import { describeHolder, type LockRecord } from '../repo/lock-holders.js';
 
 const HEARTBEAT_MS = 30_000;
 /** A line names this many holders at most (the longest-held first); the rest are counted. */

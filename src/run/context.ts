@@ -1,7 +1,7 @@
 // What a command receives from `main`: its input, its streams as functions, the cancellation
 // signal, the clock, and places to register work that must run when the process stops.
-import type { Clock } from './lock-pool.js';
-import type { Logger } from './logger.js';
+import type { Clock } from '../lock/lock-pool.js';
+import type { Logger } from '../base/logger.js';
 
 export interface CommandContext {
   stdin: string;

@@ -2,8 +2,8 @@
 // flags or as a JSON file. Parsed in one step into a typed invocation (node:util parseArgs), or
 // refused with one line naming the flag.
 import { parseArgs } from 'node:util';
-import { ConfigurationError } from '../errors.js';
-import { lockNameProblem, printable } from '../lock-name.js';
+import { ConfigurationError } from '../../base/errors.js';
+import { lockNameProblem, printable } from '../../base/lock-name.js';
 
 export const SUBCOMMANDS = ['status', 'init', 'claim', 'release', 'add', 'remove'] as const;
 export type Subcommand = (typeof SUBCOMMANDS)[number];

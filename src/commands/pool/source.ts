@@ -1,9 +1,9 @@
 // Builds the resource's `source` object from the pool command's flags (over an optional JSON
 // file) and validates it with the very schema check, in and out use.
 import { readFile } from 'node:fs/promises';
-import { ConfigurationError } from '../errors.js';
-import { printable } from '../lock-name.js';
-import { parseSourceObject, type Parsed, type Source } from '../request.js';
+import { ConfigurationError } from '../../base/errors.js';
+import { printable } from '../../base/lock-name.js';
+import { parseSourceObject, type Parsed, type Source } from '../../protocol/request.js';
 import type { SourceFlags } from './arguments.js';
 
 export async function sourceFromFlags(flags: SourceFlags): Promise<Parsed<Source>> {

@@ -9,8 +9,7 @@ import {
   WaitTimeoutError,
   describeError,
   formatMs,
-} from './errors.js';
-import type { PushOutcome } from './git/push-outcome.js';
+} from '../base/errors.js';
 import { decide, freeLocks, type ResolvedOperation } from './lock-operation.js';
 import type { Change, LockState, PoolState } from './pool-state.js';
 import {
@@ -26,6 +25,12 @@ import {
   type Stall,
   type WaitingEntry,
 } from './waiting-line.js';
+
+/**
+ * What a push did: landed, lost a race (the branch moved), or changed nothing. The store reads it
+ * from git (git/push-outcome.ts); the policy knows only these words.
+ */
+export type PushOutcome = 'pushed' | 'rejected' | 'up-to-date';
 
 /** The git mechanism, in lock vocabulary. */
 export interface LockStore {

@@ -1,11 +1,11 @@
 // Opens a request's git session: secrets registered with the logger, the private git
 // environment, and a Git bound to the run's signal and time limit.
 import type { CommandContext } from './context.js';
-import { createGitEnvironment, type GitEnvironment } from './git/environment.js';
-import { Git } from './git/git.js';
-import { uriSecrets, userNameSecrets } from './logger.js';
-import type { Parsed, Source } from './request.js';
-import { requestSecrets } from './request-secrets.js';
+import { createGitEnvironment, type GitEnvironment } from '../git/environment.js';
+import { Git } from '../git/git.js';
+import { uriSecrets, userNameSecrets } from '../base/logger.js';
+import type { Parsed, Source } from '../protocol/request.js';
+import { requestSecrets } from '../protocol/request-secrets.js';
 
 export interface Session {
   git: Git;

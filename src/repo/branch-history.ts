@@ -4,11 +4,11 @@
 // answers never rest on them (the window is deepened instead).
 import { copyFile, mkdir, readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { GitCommandError, OperationError } from './errors.js';
-import type { Git } from './git/git.js';
-import { readRef } from './git/refs.js';
-import { displayUri } from './logger.js';
-import { lockPath, type LockState } from './pool-state.js';
+import { GitCommandError, OperationError } from '../base/errors.js';
+import type { Git } from '../git/git.js';
+import { readRef } from '../git/refs.js';
+import { displayUri } from '../base/logger.js';
+import { lockPath, type LockState } from '../lock/pool-state.js';
 
 /** How much wider each deepening makes the window. */
 const DEEPEN_FACTOR = 4;

@@ -2,15 +2,15 @@
 // working copy, progress on stderr, holder records on claims, and the compensating release.
 import { join } from 'node:path';
 import { runReleasingAbandonedClaim } from './abandoned-claim.js';
-import { commitMessage, type BuildInfo } from './build-info.js';
+import { commitMessage, type BuildInfo } from '../protocol/build-info.js';
 import type { CommandContext } from './context.js';
-import type { Git } from './git/git.js';
-import { holderLookup } from './lock-holders.js';
-import type { ResolvedOperation } from './lock-operation.js';
-import { LockPool, type Outcome } from './lock-pool.js';
-import { LockRepository } from './lock-repository.js';
+import type { Git } from '../git/git.js';
+import { holderLookup } from '../repo/lock-holders.js';
+import type { ResolvedOperation } from '../lock/lock-operation.js';
+import { LockPool, type Outcome } from '../lock/lock-pool.js';
+import { LockRepository } from '../repo/lock-repository.js';
 import { ProgressReporter } from './progress.js';
-import type { Source } from './request.js';
+import type { Source } from '../protocol/request.js';
 
 export interface LockRunOptions {
   git: Git;
