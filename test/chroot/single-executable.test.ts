@@ -76,6 +76,7 @@ describe('the single executable in a root filesystem without Node', () => {
         pool: 'pool',
         retry_delay: '100ms',
         private_key: key.privateKey,
+        known_hosts: sshd.knownHostsLine,
       };
       await runLockCycle(source, repo, inside());
       // One login for each run that reached the server: its git commands shared it.

@@ -75,7 +75,8 @@ describe("the payload on Debian trixie's node and git", () => {
     const sshd = await startSshd([key.publicKey]);
     try {
       const uri = sshd.url(repo.bare);
-      await runLockCycle(source(uri, { private_key: key.privateKey }), repo, inside());
+      const pinned = { private_key: key.privateKey, known_hosts: sshd.knownHostsLine };
+      await runLockCycle(source(uri, pinned), repo, inside());
     } finally {
       await sshd.stop();
     }
@@ -124,7 +125,10 @@ describe("the payload on Debian trixie's node and git", () => {
         const uri = sshd ? sshd.url(repo.bare) : repo.bare;
         const running = startScript(
           'out',
-          { source: source(uri, { private_key: key.privateKey }), params: { acquire: true } },
+          {
+            source: source(uri, { private_key: key.privateKey, known_hosts: sshd?.knownHostsLine }),
+            params: { acquire: true },
+          },
           inside({ args: [build] }),
         );
         await running.waitForStderr(/waiting for lock/);

@@ -124,7 +124,7 @@ describe('check', () => {
     const missing = join(repo.root, 'missing.git');
     refused(
       await check(undefined, { uri: missing }),
-      `error: git clone failed (exit 128): fatal: repository '${missing}' does not exist`,
+      `error: git clone cannot use the lock repository: fatal: repository '${missing}' does not exist (check uri: there is no git repository at that address)`,
     );
   });
 

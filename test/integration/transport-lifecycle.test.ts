@@ -213,9 +213,13 @@ describe('the SSH program', () => {
     expect(Date.now() - stoppedAt).toBeLessThan(1500);
     const left = await eventually(async () => (await sshProcesses(marker)).length === 0, 1000);
     expect(left).toBe(true);
-    // And it took itself out of the waiting line, over the run's own connection.
-    expect(await git(repo.bare, 'for-each-ref', '--format=%(refname)', 'refs/pool-resource/')).toBe(
-      '',
-    );
+    // And it took itself out of the waiting line, over the run's own connection; or, when the
+    // stop's second ran out first (a loaded machine: the leave gets what is left of it), it says
+    // so, and the puts behind it pass its entry once it is stale (out-line.test.ts).
+    const line = await git(repo.bare, 'for-each-ref', '--format=%(refname)', 'refs/pool-resource/');
+    if (line !== '')
+      expect(result.stderr).toMatch(
+        /could not take this put out of the waiting line .*: the puts behind it will, after /,
+      );
   });
 });
