@@ -3,7 +3,6 @@
 // git's command to the run's shared connection when the run offers one, and else connects on its
 // own; only then does it load ssh2, so a relay starts in Node's own time. Started as
 // dist/bin/ssh.js by node, or as the single executable's `ssh` (src/single-executable.ts).
-import { readFileSync } from 'node:fs';
 import { parseSshConfig, SSH_CONFIG_ENV, SSH_FAILED, SSH_MUX_ENV } from './transport/ssh-config.js';
 import { relayToMux } from './transport/ssh-relay.js';
 
@@ -30,7 +29,7 @@ export async function sshMain(args: string[]): Promise<void> {
 
   let code: number;
   const socketPath = process.env[SSH_MUX_ENV];
-  const path = process.env[SSH_CONFIG_ENV];
+  const settings = process.env[SSH_CONFIG_ENV];
   if (socketPath) {
     code = await relayToMux({
       socketPath,
@@ -41,7 +40,7 @@ export async function sshMain(args: string[]): Promise<void> {
       stderr: process.stderr,
       signal: controller.signal,
     });
-  } else if (!path) {
+  } else if (!settings) {
     process.stderr.write(
       `ssh: ${SSH_MUX_ENV} or ${SSH_CONFIG_ENV} must be set: this program is run by pool-resource's git\n`,
     );
@@ -49,9 +48,10 @@ export async function sshMain(args: string[]): Promise<void> {
   } else {
     let config;
     try {
-      config = parseSshConfig(readFileSync(path, 'utf8'));
+      config = parseSshConfig(settings);
     } catch {
-      process.stderr.write(`ssh: cannot read ${SSH_CONFIG_ENV} (${path})\n`);
+      // Never quoted: it holds the key.
+      process.stderr.write(`ssh: cannot read ${SSH_CONFIG_ENV}\n`);
     }
     const { runSsh } = await import('./transport/ssh-session.js');
     code = !config

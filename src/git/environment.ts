@@ -1,7 +1,7 @@
 // Builds the one environment every git child gets: a private HOME, no system or user config,
 // no prompts, our committer identity and the user's git_config. Credentials and transports
 // (SSH, HTTPS) add their variables here, so nothing else decides what git sees.
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -175,7 +175,7 @@ async function fill(
 
   // SSH: git runs our ssh2-based program, never with a secret in argv. It hands each command to
   // this process, which holds the settings (key included) in memory; only where that cannot be
-  // set up do the settings go in a 0600 file in the private folder. git runs GIT_SSH_COMMAND
+  // set up do the settings go in git's environment (never a file). git runs GIT_SSH_COMMAND
   // through a shell, so both paths are single-quoted. The variant makes git pass `-p PORT` and
   // `-o SendEnv=GIT_PROTOCOL`.
   const sshConfig: SshTransportConfig = {
@@ -208,8 +208,8 @@ async function fill(
     env[`GIT_CONFIG_VALUE_${index}`] = value;
   });
   // The run shares one connection per server among its git commands (ssh-mux.ts); where it
-  // cannot listen, the program connects on its own from the settings file. Last, so that
-  // nothing after it can fail and leave it listening.
+  // cannot listen, the program connects on its own from the settings in its environment. Last,
+  // so that nothing after it can fail and leave it listening.
   const mux = await startSshMux(join(home, 'ssh.sock'), sshConfig, { warn });
   if (mux) {
     env[SSH_MUX_ENV] = mux.path;
@@ -219,9 +219,7 @@ async function fill(
     // one. A claim to release gets an environment of its own.
     signal?.addEventListener('abort', () => mux.stop(), { once: true });
   } else {
-    const sshConfigPath = join(home, 'ssh.json');
-    await writeFile(sshConfigPath, JSON.stringify(sshConfig), { mode: 0o600 });
-    env[SSH_CONFIG_ENV] = sshConfigPath;
+    env[SSH_CONFIG_ENV] = JSON.stringify(sshConfig);
   }
   return {
     home,

@@ -10,6 +10,11 @@ export interface HttpsTunnel {
   proxyPassword?: string;
 }
 
+/**
+ * Set when the run cannot share its connections (no socket: see ssh-mux.ts): the settings
+ * themselves, as JSON. In git's environment, never in a file: a run that is SIGKILLed removes no
+ * file, and the key would stay on disk.
+ */
 export const SSH_CONFIG_ENV = 'POOL_RESOURCE_SSH_CONFIG';
 /** Set instead when the run shares one connection per server: the Unix socket of ssh-mux.ts. */
 export const SSH_MUX_ENV = 'POOL_RESOURCE_SSH_MUX';

@@ -1,7 +1,7 @@
 // The SSH program's lifetime: a silent server is given up on in bounded time, the program goes
 // away when git does, and a stopped put leaves no SSH process behind.
 import { spawn } from 'node:child_process';
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -122,13 +122,11 @@ describe('the SSH program', () => {
   });
 
   it('exits when git (its parent) dies, even with its pipes still open', async () => {
-    const config = join(keysDir, 'ssh.json');
-    await writeFile(
-      config,
-      JSON.stringify({ privateKey: key.privateKey, forwardAgent: false, connectTimeoutMs: 10_000 }),
-      { mode: 0o600 },
+    const config = { privateKey: key.privateKey, forwardAgent: false, connectTimeoutMs: 10_000 };
+    await expectGoneWithGit(
+      { ...process.env, POOL_RESOURCE_SSH_CONFIG: JSON.stringify(config) },
+      'orphan',
     );
-    await expectGoneWithGit({ ...process.env, POOL_RESOURCE_SSH_CONFIG: config }, 'orphan');
   });
 
   it("relaying to the run's connection, exits when git dies, and the connection serves the next command", async () => {

@@ -172,4 +172,31 @@ describe('one SSH connection per run', () => {
       await rm(join(deep, '..'), { recursive: true, force: true });
     }
   });
+
+  it('a TMPDIR too long for a socket path: a put SIGKILLed while it waits leaves no key on disk', async () => {
+    const repo = await createLockRepo({ pool: { claimed: ['lock-a'] } });
+    const deep = join(await mkdtemp(join(tmpdir(), 'pool-long-')), 'x'.repeat(100));
+    await mkdir(deep);
+    try {
+      const run = startScript('out', request(sshd, repo, '200ms'), {
+        args: [await tempDir()],
+        tmpdir: deep,
+      });
+      await run.waitForStderr(/waiting for lock/);
+      // Nothing can clean up after SIGKILL: what the run wrote to disk stays there.
+      run.child.kill('SIGKILL');
+      await run.done;
+      const keyLine = key.privateKey.split('\n')[1]!;
+      const files = (await readdir(deep, { recursive: true, withFileTypes: true })).filter(
+        (entry) => entry.isFile(),
+      );
+      for (const file of files) {
+        const text = await readFile(join(file.parentPath, file.name), 'utf8');
+        expect(text, join(file.parentPath, file.name)).not.toContain(keyLine);
+      }
+    } finally {
+      await repo.cleanup();
+      await rm(join(deep, '..'), { recursive: true, force: true });
+    }
+  });
 });
