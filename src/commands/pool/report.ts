@@ -207,12 +207,14 @@ function escape(text: string): string {
   );
 }
 
-/** One colour per holder, the same on every row: a hue from the holder's text. */
+/** One colour per job (the holder without its build number), the same on every row. */
 function colour(holder: string | undefined): string {
   if (!holder) return 'hsl(0 0% 62%)';
-  let hash = 0;
-  for (const char of holder) hash = (hash * 31 + char.charCodeAt(0)) >>> 0;
-  return `hsl(${hash % 360} 55% 48%)`;
+  let hash = 2166136261;
+  for (const char of holder.replace(/ #[^ ]*$/, '')) {
+    hash = Math.imul(hash ^ char.charCodeAt(0), 16777619) >>> 0;
+  }
+  return `hsl(${hash % 360} 55% 46%)`;
 }
 
 function waitText(ms: number | undefined): string {
@@ -232,10 +234,11 @@ function timeline(report: Report): string {
   const ticks = Array.from({ length: 7 }, (_, i) => since + ((until - since) * i) / 6);
   const parts = [
     `<svg class="timeline" xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${height}" viewBox="0 0 ${WIDTH} ${height}" role="img" aria-label="who held each lock when">`,
-    ...ticks.map((t) => {
+    ...ticks.map((t, index) => {
       const at = x(t).toFixed(1);
       const label = formatInstant(new Date(t)).replace('T', ' ').slice(5, 16);
-      return `<line class="tick" x1="${at}" x2="${at}" y1="${AXIS - 6}" y2="${height}"/><text class="tick-label" x="${at}" y="${AXIS - 10}" text-anchor="middle">${escape(label)}</text>`;
+      const anchor = index === ticks.length - 1 ? 'end' : 'middle';
+      return `<line class="tick" x1="${at}" x2="${at}" y1="${AXIS - 6}" y2="${height}"/><text class="tick-label" x="${at}" y="${AXIS - 10}" text-anchor="${anchor}">${escape(label)}</text>`;
     }),
   ];
   locks.forEach((lock, index) => {
@@ -297,8 +300,8 @@ svg.timeline { display: block; max-width: 100%; height: auto; border: 1px solid 
 table { border-collapse: collapse; min-width: 480px; }
 th, td { text-align: left; padding: 4px 12px 4px 0; border-bottom: 1px solid #e3e6ec; }
 th { font-weight: 600; color: #5a6273; }
-td.num, th.num { text-align: right; }
-.empty { color: #5a6273; }
+.empty, .legend { color: #5a6273; }
+.legend { font-size: 12px; margin: 6px 0 0; }
 `;
 
 export function reportHtml(report: Report): string {
@@ -341,6 +344,7 @@ export function reportHtml(report: Report): string {
 <p class="window">from <time class="since">${figures.since}</time> to <time class="until">${figures.until}</time> (${formatMs(report.window.until - report.window.since)})</p>
 <h2>Who held each lock when</h2>
 ${timeline(report)}
+<p class="legend">One bar per claim, coloured by job; a dashed bar is still held; times in UTC. Point at a bar for its build.</p>
 <h2>Locks</h2>
 ${table('figures', ['lock', 'held', 'claims', 'wait median', 'wait p95', 'longest wait', 'wait unknown'], lockRows, 'This pool has no locks.')}
 <h2>Current holders</h2>
