@@ -7,13 +7,13 @@ import { lockNameProblem, printable } from '../../base/lock-name.js';
 
 export const SUBCOMMANDS = [
   'status',
-  'report',
   'init',
   'claim',
   'release',
   'add',
-  'update',
   'remove',
+  'report',
+  'update',
 ] as const;
 export type Subcommand = (typeof SUBCOMMANDS)[number];
 
@@ -277,6 +277,8 @@ Lists every lock of the pool with its state, who holds it and since when, then t
 The holder is short (team/pipeline/job #build) and rows fit 100 columns.
   --wide        the holder's full build URL, however long the rows get
   --json        an array of {name, state, holder, claimed_by, claimed_at, since} instead
+
+${SOURCE_HELP}
 `,
   report: `usage: pool report (--html FILE | --json) [--since DURATION] SOURCE
 

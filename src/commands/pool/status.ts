@@ -29,7 +29,7 @@ export function statusEntries(records: readonly LockRecord[]): StatusEntry[] {
     return {
       name: record.name,
       state: record.state,
-      holder: claimed ? shortHolder(record.by ?? '?') : null,
+      holder: claimed && record.by ? shortHolder(record.by) : null,
       claimed_by: claimed ? (record.by ?? null) : null,
       claimed_at: claimed ? since : null,
       since,
