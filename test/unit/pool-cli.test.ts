@@ -145,7 +145,7 @@ describe('status output', () => {
     const lines = statusTable(entries, now).trimEnd().split('\n');
     for (const line of lines) expect(line.length).toBeLessThanOrEqual(100);
     expect(lines[1]).toMatch(
-      /^a-lock-with-a-name-much…  claimed {2}platform\/deploy-production-eu\/\S*… {2}2026-01-01T10:00:00Z {2}2h30m$/,
+      /^a-lock-with-a-name-much… {2}claimed {2}platform\/deploy-production-eu\/\S*… {2}2026-01-01T10:00:00Z {2}2h30m$/,
     );
     const wide = statusTable(entries, now, true);
     expect(wide).toContain(url);
