@@ -52,9 +52,9 @@ describe('pool report --json', () => {
       wait_max_s: null,
       waits_unknown: 1,
       holder: 'main/deploy/smoke #40',
-      holder_url: buildUrl('smoke', 40),
+      claimed_by: buildUrl('smoke', 40),
     });
-    expect(Date.parse(lock('b').holder_since)).toBe(known.now - 50 * 60_000);
+    expect(Date.parse(lock('b').claimed_at)).toBe(known.now - 50 * 60_000);
     expect(lock('b')).not.toHaveProperty('lease_expires');
     // c: never claimed.
     expect(lock('c')).toEqual({

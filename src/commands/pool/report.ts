@@ -32,9 +32,13 @@ export interface LockFigures {
   waits_unknown: number;
   /** The current holder, short (`team/pipeline/job #build`); only for a lock claimed now. */
   holder?: string;
-  holder_url?: string;
-  holder_since?: string;
-  /** The claim's `Lease-Expires` trailer, when it has one. */
+  /** The current holder in full, as `pool status --json` says it: the build URL or operator. */
+  claimed_by?: string;
+  claimed_at?: string;
+  /**
+   * The claim's `Lease-Expires` trailer, when it has one (leases, SPEC §10; a renewal's later
+   * trailer is not read yet, as nothing writes one yet).
+   */
   lease_expires?: string;
 }
 
@@ -148,8 +152,8 @@ export function buildReport(input: {
     if (holder && input.locks.some((lock) => lock.name === name && lock.state === 'claimed')) {
       const by = holder.by ?? 'unknown';
       figures.holder = shortHolder(by, holder.trailers);
-      figures.holder_url = by;
-      if (holder.since) figures.holder_since = formatInstant(holder.since);
+      figures.claimed_by = by;
+      if (holder.since) figures.claimed_at = formatInstant(holder.since);
       const lease = trailerValue(holder.trailers, 'Lease-Expires');
       if (lease) figures.lease_expires = lease;
     }
@@ -320,8 +324,8 @@ export function reportHtml(report: Report): string {
     .map((lock) => [
       lock.name,
       lock.holder!,
-      lock.holder_url ?? '',
-      lock.holder_since ?? '?',
+      lock.claimed_by ?? '',
+      lock.claimed_at ?? '?',
       // Leases are recorded by the claim's Lease-Expires trailer; a claim without one has none.
       lock.lease_expires ?? 'none',
     ]);
