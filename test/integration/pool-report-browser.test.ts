@@ -61,12 +61,12 @@ describe('pool report --html in Chromium', () => {
       const known = await knownHistory();
       repo = known.repo;
       // A put waiting for five minutes, as its ref in the line says.
-      const since = known.now - 5 * 60_000;
+      const waitingSince = known.now - 5 * 60_000;
       const tip = (await git(repo.bare, 'rev-parse', repo.branch)).trim();
       await git(
         repo.bare,
         'update-ref',
-        `${linePrefix(repo.branch, 'pool')}${since}-10000-waiter`,
+        `${linePrefix(repo.branch, 'pool')}${waitingSince}-10000-waiter`,
         tip,
       );
       const out = await tempDir('pool-report-');
@@ -129,11 +129,18 @@ describe('pool report --html in Chromium', () => {
           .evaluateAll((trs) =>
             trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent)),
           );
+      // b is held to the window's end and d from its start: the report's own clock says where.
+      const window = async (which: string) =>
+        Date.parse((await page.locator(`time.${which}`).textContent()) ?? '');
+      const since = await window('since');
+      const until = await window('until');
+      const percent = (ms: number) =>
+        `${((Math.round((ms / (until - since)) * 1e4) / 1e4) * 100).toFixed(1)}%`;
       expect(await cells('figures')).toEqual([
         ['a', '45.8%', '3', '1m', '2m30s', '2m30s', '0'],
-        ['b', '41.7%', '1', '–', '–', '–', '1'],
+        ['b', percent(until - (known.now - 50 * 60_000)), '1', '–', '–', '–', '1'],
         ['c', '0.0%', '0', '–', '–', '–', '0'],
-        ['d', '25.0%', '0', '–', '–', '–', '0'],
+        ['d', percent(known.now - 90 * 60_000 - since), '0', '–', '–', '–', '0'],
       ]);
       const holders = await cells('holders');
       expect(holders).toHaveLength(1);
