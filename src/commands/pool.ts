@@ -1,15 +1,23 @@
 // `pool`: the command-line tool for people, over the same core as `out` (LockPool, LockRepository,
 // decide) and the same `source`. Returns stdout's text; everything else goes to the logger.
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { hostname, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { commitMessage, type BuildInfo } from '../protocol/build-info.js';
 import type { CommandContext } from '../run/context.js';
 import { parseGoDuration } from '../base/duration.js';
-import { ConfigurationError, WaitTimeoutError } from '../base/errors.js';
+import { ConfigurationError, WaitTimeoutError, formatMs } from '../base/errors.js';
 import type { Git } from '../git/git.js';
-import { LockHolders } from '../repo/lock-holders.js';
-import { printable } from '../base/lock-name.js';
+import {
+  LockHolders,
+  PROGRESS_MAX_DEPTH,
+  formatInstant,
+  type LockRecord,
+} from '../repo/lock-holders.js';
+import { printable, showable } from '../base/lock-name.js';
+import { readPoolHistory } from '../repo/pool-history.js';
+import { buildReport, reportHtml } from './pool/report.js';
+import { shortHolder } from './pool/holder.js';
 import type { ResolvedOperation } from '../lock/lock-operation.js';
 import type { Source } from '../protocol/request.js';
 import { lockResponse, openSession, registerSecrets } from '../run/session.js';
@@ -33,23 +41,45 @@ export async function runPool(ctx: CommandContext): Promise<string> {
   // Everything the person typed is checked before any git work.
   const waitTimeoutMs = durationFlag('--wait-timeout', invocation.waitTimeout);
   const metadata = await metadataFile(invocation.metadataFile);
+  const sinceMs = durationFlag('--since', invocation.since) ?? DEFAULT_REPORT_WINDOW_MS;
 
   const { git, environment } = await openSession(source, ctx);
   switch (invocation.kind) {
     case 'status':
-      return status(ctx, git, source, environment.home, invocation.json);
+      return status(ctx, git, source, environment.home, invocation);
+    case 'report':
+      return report(ctx, git, source, environment.home, {
+        html: invocation.html,
+        json: invocation.json,
+        sinceMs: sinceMs,
+      });
     case 'init':
       return init(ctx, git, source, environment.home, invocation.locks, by);
     case 'claim':
     case 'release':
     case 'remove':
-    case 'add': {
+    case 'add':
+    case 'update': {
       const operation: ResolvedOperation =
         invocation.kind === 'add'
           ? { kind: invocation.claimed ? 'add_claimed' : 'add', name: invocation.name, metadata }
-          : { kind: invocation.kind, name: invocation.name };
+          : invocation.kind === 'update'
+            ? { kind: 'update', name: invocation.name, metadata }
+            : { kind: invocation.kind, name: invocation.name };
       const session = { git, home: environment.home };
-      return change(ctx, session, source, operation, { ...invocation, by, waitTimeoutMs });
+      // Whose claim a release ends, looked up before it is gone from the tip.
+      const ended =
+        invocation.kind === 'release'
+          ? await claimOf(git, source, environment.home, invocation.name, ctx.signal)
+          : undefined;
+      const printed = await change(ctx, session, source, operation, {
+        ...invocation,
+        by,
+        waitTimeoutMs,
+      });
+      if (invocation.kind === 'release')
+        ctx.log.info(releasedLine(invocation.name, ended, ctx.clock.now()));
+      return printed;
     }
   }
 }
@@ -96,8 +126,9 @@ async function status(
   git: Git,
   source: Source,
   home: string,
-  json: boolean,
+  options: { json: boolean; wide: boolean },
 ): Promise<string> {
+  const { json, wide } = options;
   // The whole history if need be: a person asked, once, and wants every holder.
   const holders = new LockHolders(git, {
     uri: source.uri,
@@ -110,7 +141,7 @@ async function status(
   if (json) return `${JSON.stringify(entries, null, 2)}\n`;
   if (entries.length === 0) ctx.log.info(`pool "${source.pool}" has no locks`);
   const now = ctx.clock.now();
-  const table = statusTable(entries, now);
+  const table = statusTable(entries, now, wide);
   // The waiting line: one ls-remote, and the tip's time from the copy just fetched.
   const { tip, line } = await new LockRepository(git, {
     uri: source.uri,
@@ -128,6 +159,115 @@ async function status(
   const free = entries.filter((entry) => entry.state === 'unclaimed').length;
   const gone = goneAtRest(line, { free, tip, tipTime: committed }, now, source.retryDelayMs);
   return `${table}\n${lineTable(line, gone, now)}`;
+}
+
+/** `pool report`'s window when --since is not given: a week, long enough to see the habits. */
+const DEFAULT_REPORT_WINDOW_MS = 7 * 24 * 3_600_000;
+
+async function report(
+  ctx: CommandContext,
+  git: Git,
+  source: Source,
+  home: string,
+  options: { html: string | undefined; json: boolean; sinceMs: number },
+): Promise<string> {
+  const until = ctx.clock.now();
+  const since = until - options.sinceMs;
+  // The current holders as `pool status` finds them (a claim may predate the window), bounded as
+  // the progress of a waiting put is, so a long history costs no more than a few fetches.
+  const lookup = new LockHolders(git, {
+    uri: source.uri,
+    branch: source.branch,
+    pool: source.pool,
+    gitDir: join(home, 'holders.git'),
+    maxDepth: PROGRESS_MAX_DEPTH,
+  });
+  await lookup.refresh(ctx.signal);
+  const locks = await lookup.locks(ctx.signal);
+  const records = await lookup.records(
+    locks.filter((lock) => lock.state === 'claimed'),
+    ctx.signal,
+  );
+  const holders = await Promise.all(
+    records.map(async (record) => ({
+      name: record.name,
+      by: record.by,
+      since: record.since,
+      trailers: record.commit
+        ? await git.run(['log', '-1', '--format=%(trailers:only,unfold)', record.commit], {
+            cwd: join(home, 'holders.git'),
+            signal: ctx.signal,
+          })
+        : '',
+    })),
+  );
+  const history = await readPoolHistory(
+    git,
+    {
+      uri: source.uri,
+      branch: source.branch,
+      pool: source.pool,
+      gitDir: join(home, 'history.git'),
+      since,
+    },
+    ctx.signal,
+  );
+  const { line } = await new LockRepository(git, {
+    uri: source.uri,
+    branch: source.branch,
+    pool: source.pool,
+    workdir: join(home, 'repository'),
+  }).look();
+  const built = buildReport({ pool: source.pool, history, locks, holders, line, since, until });
+  if (options.html !== undefined) {
+    try {
+      await writeFile(options.html, reportHtml(built));
+    } catch (error) {
+      const code = (error as { code?: string }).code ?? 'unwritable';
+      throw new ConfigurationError([
+        `error: cannot write --html "${printable(options.html)}" (${code})`,
+      ]);
+    }
+    ctx.log.info(
+      `wrote the report of pool "${source.pool}" since ${built.figures.since} to ${printable(options.html)} (${history.commits} commits read)`,
+    );
+  }
+  return options.json ? `${JSON.stringify(built.figures, null, 2)}\n` : '';
+}
+
+/** The claim a release is about to end, as the claiming commit tells it. */
+async function claimOf(
+  git: Git,
+  source: Source,
+  home: string,
+  name: string,
+  signal: AbortSignal,
+): Promise<LockRecord | undefined> {
+  const lookup = new LockHolders(git, {
+    uri: source.uri,
+    branch: source.branch,
+    pool: source.pool,
+    gitDir: join(home, 'released.git'),
+    maxDepth: PROGRESS_MAX_DEPTH,
+  });
+  try {
+    await lookup.refresh(signal);
+    const [record] = await lookup.records([{ name, state: 'claimed' }], signal);
+    return record?.by ? record : undefined;
+  } catch {
+    // The release itself says what is wrong (not claimed, no such pool, no access).
+    return undefined;
+  }
+}
+
+/** `released "a" (claimed by team/pipeline/job #12 since 2026-…Z, 3m ago)`. */
+function releasedLine(name: string, claim: LockRecord | undefined, now: number): string {
+  const released = `released "${showable(name)}"`;
+  if (!claim?.by) return `${released} (its claiming commit was not found)`;
+  const since = claim.since
+    ? ` since ${formatInstant(claim.since)}, ${formatMs(Math.max(0, now - claim.since.getTime()))} ago`
+    : '';
+  return `${released} (claimed by ${showable(shortHolder(claim.by))}${since})`;
 }
 
 async function init(

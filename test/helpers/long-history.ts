@@ -7,6 +7,8 @@ export interface FastCommit {
   message: string;
   /** fast-import file commands: `R from to`, `D path`, `M 100644 inline path` + `data`. */
   changes: string[];
+  /** The commit's time (seconds since the epoch); by default one second after the one before. */
+  time?: number;
 }
 
 /** Appends commits to `branch` of the bare repository; returns their ids, oldest first. */
@@ -22,7 +24,7 @@ export async function appendCommits(
     const body = `${commit.message}\n`;
     parts.push(
       `commit refs/heads/${branch}\nmark :${index + 1}\n`,
-      `committer Fixture <fixture@localhost> ${time++} +0000\n`,
+      `committer Fixture <fixture@localhost> ${commit.time ?? time++} +0000\n`,
       `data ${Buffer.byteLength(body)}\n${body}`,
       index === 0 ? `from ${parent}\n` : '',
       ...commit.changes.map((line) => `${line}\n`),

@@ -50,7 +50,16 @@ describe('pool --help', () => {
     const top = await pool(['--help']);
     expect(top.code).toBe(0);
     expect(top.stdout).toMatch(/^usage: pool COMMAND \[options\]/);
-    for (const command of ['status', 'init', 'claim', 'release', 'add', 'remove']) {
+    for (const command of [
+      'status',
+      'init',
+      'claim',
+      'release',
+      'add',
+      'remove',
+      'report',
+      'update',
+    ]) {
       const result = await pool([command, '--help']);
       expect(result.code).toBe(0);
       expect(result.stdout).toMatch(new RegExp(`^usage: pool ${command}\\b`));
@@ -214,9 +223,11 @@ describe('pool status', () => {
     expect(lines).toHaveLength(4);
     expect(lines[1]).toMatch(/^a\s+unclaimed\s+-\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\s+\d/);
     expect(lines[2]).toMatch(
-      new RegExp(
-        `^b\\s+claimed\\s+https://ci\\.example\\.com/builds/9\\s+${claimedAt}\\s+\\d+(\\.\\d)?m?s$`,
-      ),
+      new RegExp(`^b\\s+claimed\\s+build #9\\s+${claimedAt}\\s+\\d+(\\.\\d)?m?s$`),
+    );
+    const wide = await pool(['status', '--wide', ...sourceFlags()]);
+    expect(wide.stdout.split('\n')[2]).toMatch(
+      /^b\s+claimed\s+https:\/\/ci\.example\.com\/builds\/9\s/,
     );
     expect(lines[3]).toMatch(/^c\s+unclaimed\s+-\s+/);
 
@@ -227,6 +238,7 @@ describe('pool status', () => {
     expect(entries[1]).toEqual({
       name: 'b',
       state: 'claimed',
+      holder: 'build #9',
       claimed_by: 'https://ci.example.com/builds/9',
       claimed_at: claimedAt,
       since: claimedAt,
@@ -240,6 +252,7 @@ describe('pool status', () => {
     expect(Object.keys(entries[0]).sort()).toEqual([
       'claimed_at',
       'claimed_by',
+      'holder',
       'name',
       'since',
       'state',

@@ -90,6 +90,7 @@ describe('showable, the one display filter', () => {
         {
           name: 'lock\u001b[2J',
           state: 'claimed',
+          holder: 'https://ci/\rbuilds/1',
           claimed_by: 'https://ci/\rbuilds/1',
           claimed_at: '2026-01-01T00:00:00Z',
           since: '2026-01-01T00:00:00Z',

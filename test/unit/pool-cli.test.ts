@@ -85,6 +85,7 @@ describe('status output', () => {
       {
         name: 'a',
         state: 'unclaimed',
+        holder: null,
         claimed_by: null,
         claimed_at: null,
         since: '2026-01-01T00:00:00Z',
@@ -92,11 +93,19 @@ describe('status output', () => {
       {
         name: 'build-box',
         state: 'claimed',
+        holder: 'build #1',
         claimed_by: 'https://ci/builds/1',
         claimed_at: '2026-01-01T10:00:00Z',
         since: '2026-01-01T10:00:00Z',
       },
-      { name: 'c', state: 'claimed', claimed_by: null, claimed_at: null, since: null },
+      {
+        name: 'c',
+        state: 'claimed',
+        holder: null,
+        claimed_by: null,
+        claimed_at: null,
+        since: null,
+      },
     ]);
   });
 
@@ -104,12 +113,42 @@ describe('status output', () => {
     const now = Date.parse('2026-01-01T12:30:00Z');
     expect(statusTable(statusEntries(records), now)).toBe(
       [
-        'LOCK       STATE      HOLDER               SINCE                 FOR',
-        'a          unclaimed  -                    2026-01-01T00:00:00Z  12h30m',
-        'build-box  claimed    https://ci/builds/1  2026-01-01T10:00:00Z  2h30m',
-        'c          claimed    ?                    ?                     ?',
+        'LOCK       STATE      HOLDER    SINCE                 FOR',
+        'a          unclaimed  -         2026-01-01T00:00:00Z  12h30m',
+        'build-box  claimed    build #1  2026-01-01T10:00:00Z  2h30m',
+        'c          claimed    ?         ?                     ?',
         '',
       ].join('\n'),
     );
+    expect(statusTable(statusEntries(records), now, true)).toContain(
+      'build-box  claimed    https://ci/builds/1  2026-01-01T10:00:00Z  2h30m',
+    );
+  });
+
+  it('table: the short holder from a Concourse build URL; rows fit 100 columns', () => {
+    const url =
+      'https://ci.example.com/teams/platform/pipelines/deploy-production-eu/jobs/integration-tests-with-a-long-name/builds/1234';
+    const long = [
+      {
+        name: 'a-lock-with-a-name-much-longer-than-the-column',
+        state: 'claimed' as const,
+        by: url,
+        since: new Date('2026-01-01T10:00:00Z'),
+      },
+    ];
+    const now = Date.parse('2026-01-01T12:30:00Z');
+    const entries = statusEntries(long);
+    expect(entries[0]).toMatchObject({
+      holder: 'platform/deploy-production-eu/integration-tests-with-a-long-name #1234',
+      claimed_by: url,
+    });
+    const lines = statusTable(entries, now).trimEnd().split('\n');
+    for (const line of lines) expect(line.length).toBeLessThanOrEqual(100);
+    expect(lines[1]).toMatch(
+      /^a-lock-with-a-name-much… {2}claimed {2}platform\/deploy-production-eu\/\S*… {2}2026-01-01T10:00:00Z {2}2h30m$/,
+    );
+    const wide = statusTable(entries, now, true);
+    expect(wide).toContain(url);
+    expect(wide).toContain('a-lock-with-a-name-much-longer-than-the-column');
   });
 });

@@ -5,12 +5,24 @@ import { parseArgs } from 'node:util';
 import { ConfigurationError } from '../../base/errors.js';
 import { lockNameProblem, printable } from '../../base/lock-name.js';
 
-export const SUBCOMMANDS = ['status', 'init', 'claim', 'release', 'add', 'remove'] as const;
+export const SUBCOMMANDS = [
+  'status',
+  'init',
+  'claim',
+  'release',
+  'add',
+  'remove',
+  'report',
+  'update',
+] as const;
 export type Subcommand = (typeof SUBCOMMANDS)[number];
 
 const OPTIONS = {
   help: { type: 'boolean', short: 'h' },
   json: { type: 'boolean' },
+  wide: { type: 'boolean' },
+  html: { type: 'string' },
+  since: { type: 'string' },
   source: { type: 'string' },
   uri: { type: 'string' },
   branch: { type: 'string' },
@@ -55,11 +67,13 @@ const SOURCE_OPTIONS: readonly OptionName[] = [
 
 /** What each subcommand takes besides the source options and --help. */
 const SUBCOMMAND_OPTIONS: Record<Subcommand, readonly OptionName[]> = {
-  status: ['json'],
+  status: ['json', 'wide'],
+  report: ['html', 'json', 'since'],
   init: ['lock', 'by'],
   claim: ['by', 'wait-timeout', 'json'],
   release: ['by', 'json'],
   add: ['metadata', 'claimed', 'by', 'json'],
+  update: ['metadata', 'by', 'wait-timeout', 'json'],
   remove: ['by', 'json'],
 };
 
@@ -89,6 +103,12 @@ export type Invocation =
       name: string;
       source: SourceFlags;
       json: boolean;
+      /** status: full holder URLs, whatever the width. */
+      wide: boolean;
+      /** report: where the HTML page goes. */
+      html?: string;
+      /** report: how far back the window reaches (Go duration). */
+      since?: string;
       locks: string[];
       metadataFile?: string;
       claimed: boolean;
@@ -130,7 +150,7 @@ export function parsePoolArguments(args: readonly string[]): Invocation {
       ]);
   }
 
-  const takesName = first !== 'status' && first !== 'init';
+  const takesName = first !== 'status' && first !== 'init' && first !== 'report';
   if (takesName && rest.length !== 1) {
     throw new ConfigurationError([
       rest.length === 0
@@ -149,13 +169,21 @@ export function parsePoolArguments(args: readonly string[]): Invocation {
   if (first === 'init') locks.forEach(refuseBadName);
   if (first === 'init' && new Set(locks).size !== locks.length)
     throw new ConfigurationError(['error: --lock names the same lock twice']);
-  if (first === 'add' && values.metadata === '')
+  if ((first === 'add' || first === 'update') && values.metadata === '')
     throw new ConfigurationError(['error: --metadata needs a file name']);
+  if (first === 'update' && values.metadata === undefined)
+    throw new ConfigurationError(['error: pool update needs --metadata FILE']);
+  if (first === 'report' && values.html === undefined && !values.json)
+    throw new ConfigurationError(['error: pool report needs --html FILE or --json']);
+  if (values.html === '') throw new ConfigurationError(['error: --html needs a file name']);
 
   return {
     kind: first,
     name,
     json: values.json ?? false,
+    wide: values.wide ?? false,
+    html: values.html,
+    since: values.since,
     locks,
     metadataFile: values.metadata,
     claimed: values.claimed ?? false,
@@ -226,11 +254,13 @@ const HOLDER_HELP = `  --by TEXT     who holds the lock, written to the Claimed-
 export const USAGE = `usage: pool COMMAND [options]
 
 Commands:
-  status [--json]                        every lock: state, holder, since when, for how long
+  status [--json] [--wide]               every lock: state, holder, since when, for how long
+  report --html FILE | --json [--since D] who held what when, claims and waits (default 168h)
   init --lock NAME [--lock NAME ...]     create the pool (folders, .gitkeep, locks) and push
   claim NAME                             claim a lock, waiting while it is claimed
   release NAME                           release a claimed lock
   add NAME [--metadata FILE] [--claimed] add a lock, unclaimed unless --claimed
+  update NAME --metadata FILE            replace an unclaimed lock's metadata (or add it)
   remove NAME                            remove a claimed lock
 
 Run "pool COMMAND --help" for a command's options.
@@ -241,10 +271,25 @@ Exit status: 0 done, 1 error, 128+N stopped by signal N.
 `;
 
 const SUBCOMMAND_HELP: Record<Subcommand, string> = {
-  status: `usage: pool status [--json] SOURCE
+  status: `usage: pool status [--json] [--wide] SOURCE
 
-Lists every lock of the pool with its state, who holds it and since when.
-  --json        an array of {name, state, claimed_by, claimed_at, since} instead of a table
+Lists every lock of the pool with its state, who holds it and since when, then the waiting line.
+The holder is short (team/pipeline/job #build) and rows fit 100 columns.
+  --wide        the holder's full build URL, however long the rows get
+  --json        an array of {name, state, holder, claimed_by, claimed_at, since} instead
+
+${SOURCE_HELP}
+`,
+  report: `usage: pool report (--html FILE | --json) [--since DURATION] SOURCE
+
+Reads the branch history of the last DURATION (Go duration, default 168h: a week) and says,
+per lock, the share of that time it was held, how many claims it had and how long they waited
+(median, 95th percentile by nearest rank, longest; from each claiming commit's Waited trailer,
+claims without one count as unknown), who holds it now and who is waiting.
+  --html FILE       one self-contained page: a timeline of who held which lock when, the
+                    figures, the current holders and the waiting line (no scripts, no network)
+  --json            the same figures on stdout: {pool, since, until, locks, waiting}
+  --since DURATION  how far back to look (default 168h)
 
 ${SOURCE_HELP}
 `,
@@ -283,6 +328,18 @@ already exists in the pool.
   --metadata FILE  the lock's metadata
   --claimed        add it claimed (as add_claimed does)
 ${HOLDER_HELP}
+  --json        print {version, metadata} as the put would
+
+${SOURCE_HELP}
+`,
+  update: `usage: pool update NAME --metadata FILE SOURCE
+
+Replaces the metadata of the unclaimed lock NAME with the contents of FILE, waiting (every
+--retry-delay) while it is claimed, or adds it unclaimed if the pool has no lock NAME, as a put
+with \`update: STEP\` does.
+  --metadata FILE  the lock's new metadata
+${HOLDER_HELP}
+  --wait-timeout DURATION  give up waiting after this long (exit 1)
   --json        print {version, metadata} as the put would
 
 ${SOURCE_HELP}

@@ -3,11 +3,18 @@ import { formatMs } from '../../base/errors.js';
 import { formatInstant, type LockRecord } from '../../repo/lock-holders.js';
 import { showable } from '../../base/lock-name.js';
 import { compareEntries, type WaitingEntry } from '../../lock/waiting-line.js';
+import { fit, shortHolder } from './holder.js';
+
+/** The terminal the table is made for: rows no wider, unless --wide asks for whole URLs. */
+export const TABLE_WIDTH = 100;
+const LOCK_WIDTH = 24;
 
 export interface StatusEntry {
   name: string;
   state: 'claimed' | 'unclaimed';
-  /** Who holds it (claimed locks only). */
+  /** Who holds it, short: `team/pipeline/job #build` (claimed locks only). */
+  holder: string | null;
+  /** Who holds it: the build URL or operator (claimed locks only). */
   claimed_by: string | null;
   /** When it was claimed (claimed locks only). */
   claimed_at: string | null;
@@ -22,6 +29,7 @@ export function statusEntries(records: readonly LockRecord[]): StatusEntry[] {
     return {
       name: record.name,
       state: record.state,
+      holder: claimed && record.by ? shortHolder(record.by) : null,
       claimed_by: claimed ? (record.by ?? null) : null,
       claimed_at: claimed ? since : null,
       since,
@@ -33,17 +41,26 @@ export function statusEntries(records: readonly LockRecord[]): StatusEntry[] {
  * Left-aligned columns, two spaces apart; `-` where there is nothing to say, `?` if unknown. Names
  * and holders come from the repository: shown through the display filter, like every stderr line.
  */
-export function statusTable(entries: readonly StatusEntry[], now: number): string {
+export function statusTable(entries: readonly StatusEntry[], now: number, wide = false): string {
   const rows = [
     ['LOCK', 'STATE', 'HOLDER', 'SINCE', 'FOR'],
     ...entries.map((entry) => [
-      showable(entry.name),
+      wide ? showable(entry.name) : fit(showable(entry.name), LOCK_WIDTH),
       entry.state,
-      entry.state === 'claimed' ? showable(entry.claimed_by ?? '?') : '-',
+      entry.state === 'claimed' ? showable((wide ? entry.claimed_by : entry.holder) ?? '?') : '-',
       entry.since ?? '?',
       entry.since ? formatMs(Math.max(0, now - Date.parse(entry.since))) : '?',
     ]),
   ];
+  if (!wide) {
+    // The holder column takes what the others leave of the terminal's width.
+    const others = [0, 1, 3, 4].reduce(
+      (sum, column) => sum + Math.max(...rows.map((row) => row[column]!.length)) + 2,
+      0,
+    );
+    const room = Math.max(12, TABLE_WIDTH - others);
+    for (const row of rows) row[2] = fit(row[2]!, room);
+  }
   return columns(rows);
 }
 
