@@ -10,6 +10,7 @@ import {
   describeError,
   formatMs,
 } from '../base/errors.js';
+import { LEAVE_AFTER_STOP_MS, PUSH_GRACE_MS } from '../base/stop-budget.js';
 import { decide, freeLocks, type ResolvedOperation } from './lock-operation.js';
 import type { Change, LockState, PoolState } from './pool-state.js';
 import {
@@ -106,12 +107,6 @@ export interface PendingClaim extends Claim {
 /** How often a release looks again for a claim whose push the server may still be applying. */
 const LATE_CLAIM_POLL_MS = 500;
 /**
- * How long a stopped put tries to take itself out of the line. Concourse waits for the step to
- * end, and a put that claimed nothing must end within a second; an entry left behind is taken
- * out by the puts behind it (goneAfterMs).
- */
-const LEAVE_AFTER_STOP_MS = 600;
-/**
  * A pool whose tip this put has not seen move for this many retry_delays is quiet: the locks are
  * held for long, and the front of the line polls at retry_delay again (a release is then seen as
  * soon as the reference would see it) rather than at frontPollMs for hours.
@@ -182,14 +177,6 @@ export const TIMEOUT_RETRIES = 1;
 const BACKOFF_MS = [500, 1000, 2000, 4000];
 /** Jitter after a lost race, so racing writers don't collide again in lockstep. */
 const CONFLICT_JITTER_MS = 200;
-/**
- * How long a claim's push already under way may go on after cancellation. A server that has the
- * pack moves the branch even if the client hangs up (git daemon with a slow pre-receive hook
- * does), so killing the push could land a claim after the compensating release looked for it.
- * Letting it finish tells us whether there is anything to release. src/main.ts waits this long.
- */
-export const PUSH_GRACE_MS = 3_000;
-
 export class LockPool {
   /**
    * Claiming commits that may be on the remote: each is added before its push and dropped when
@@ -666,7 +653,7 @@ export class LockPool {
     }
   }
 
-  /** Pushes on a signal that fires PUSH_GRACE_MS after the run's (see there why). */
+  /** Pushes on a signal that fires PUSH_GRACE_MS after the run's (base/stop-budget.ts says why). */
   private async pushWithGrace(leaving?: WaitingEntry): Promise<PushOutcome> {
     const grace = new AbortController();
     let timer: ReturnType<typeof setTimeout> | undefined;

@@ -18,10 +18,8 @@ import {
 } from '../lock/lock-pool.js';
 import { LockRepository } from '../repo/lock-repository.js';
 import { displayUri } from '../base/logger.js';
+import { FAILURE_RELEASE_MS } from '../base/stop-budget.js';
 import type { Source } from '../protocol/request.js';
-
-/** Bound on the release after a failed run (no signal is pressing, but the remote may be down). */
-const FAILURE_RELEASE_MS = 20_000;
 
 /**
  * Runs `operation` through `pool` so that a claim it may have pushed is never left behind: on
