@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { CommandContext } from './run/context.js';
 import { CancelledError, ConfigurationError, describeError } from './base/errors.js';
 import { descendantsOf, GIT_STOP_SIGNAL, signalProcesses } from './git/child-processes.js';
-import type { Clock } from './lock/lock-pool.js';
+import type { Clock } from './lock/retry.js';
 import { ABORT_BUDGET_MS, HARD_EXIT_MS, SETTLE_MS } from './base/stop-budget.js';
 import { Logger } from './base/logger.js';
 
