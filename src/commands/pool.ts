@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { commitMessage, type BuildInfo } from '../protocol/build-info.js';
 import type { CommandContext } from '../run/context.js';
 import { parseGoDuration } from '../base/duration.js';
-import { ConfigurationError, WaitTimeoutError } from '../base/errors.js';
+import { ConfigurationError } from '../base/errors.js';
 import type { Git } from '../git/git.js';
 import { LockHolders } from '../repo/lock-holders.js';
 import { printable } from '../base/lock-name.js';
@@ -177,15 +177,10 @@ async function change(
     source,
     build: handBuild(options.by),
     waitTimeoutMs: options.waitTimeoutMs,
+    // Here the person typed a flag, not the put's parameter.
+    waitTimeoutSetting: '--wait-timeout',
     claimedBy: options.by,
     claimer: 'the pool command',
-  }).catch((error: unknown) => {
-    // The policy speaks of the put's parameter; here the person typed a flag.
-    if (error instanceof WaitTimeoutError)
-      throw new WaitTimeoutError(
-        error.message.replace('(params.wait_timeout)', '(--wait-timeout)'),
-      );
-    throw error;
   });
   return options.json
     ? `${JSON.stringify(lockResponse(outcome.ref, outcome.name, source.pool))}\n`

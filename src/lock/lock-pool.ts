@@ -32,6 +32,11 @@ export interface LockPoolOptions {
    * acquire waits as the reference does: whoever polls first after a release takes the lock.
    */
   lineToken?: string;
+  /**
+   * What the caller calls its wait timeout, for the message when it runs out (default
+   * `params.wait_timeout`, the put's parameter; the pool command's flag is `--wait-timeout`).
+   */
+  waitTimeoutSetting?: string;
   /** Builds the commit message for a decision; `claiming` marks commits that take a lock. */
   message(subject: string, claiming: boolean): string;
 }
@@ -213,7 +218,7 @@ export class LockPool {
 
   /**
    * One sleep between polls: `intervalMs` (retry_delay unless given), the first of a run a random
-   * part of it (see waitForChange); ends the wait once params.wait_timeout has passed.
+   * part of it (see waitForChange); ends the wait once the wait timeout has passed.
    */
   private async pause(intervalMs: number | undefined, reason: string, started: number) {
     const waited = this.clock.now() - started;
@@ -223,7 +228,7 @@ export class LockPool {
     this.polled = true;
     const timedOut = () =>
       new WaitTimeoutError(
-        `timed out after ${formatMs(waitTimeoutMs ?? 0)} (params.wait_timeout) waiting: ${reason}`,
+        `timed out after ${formatMs(waitTimeoutMs ?? 0)} (${this.options.waitTimeoutSetting ?? 'params.wait_timeout'}) waiting: ${reason}`,
       );
     if (waitTimeoutMs === undefined) {
       await this.clock.sleep(delay, this.signal);

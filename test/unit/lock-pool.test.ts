@@ -284,6 +284,7 @@ function setup(
     /** This put's token in the waiting line (none: no line, as the reference). */
     lineToken?: string;
     waitTimeoutMs?: number;
+    waitTimeoutSetting?: string;
   } = {},
 ) {
   const clock = options.clock ?? new FakeClock();
@@ -297,6 +298,7 @@ function setup(
       retryDelayMs: RETRY_DELAY_MS,
       lineToken: options.lineToken,
       waitTimeoutMs: options.waitTimeoutMs,
+      waitTimeoutSetting: options.waitTimeoutSetting,
       message: (subject, claiming) => `${subject}${claiming ? ' [claiming]' : ''}`,
     },
     options.signal ?? new AbortController().signal,
@@ -384,6 +386,19 @@ describe('LockPool', () => {
     expect(store.count('look')).toBe(4);
     expect(reporter.waits).toHaveLength(4);
     expect(store.count('commit')).toBe(1);
+  });
+
+  it.each([
+    ['the put', undefined, '(params.wait_timeout)'],
+    ['the pool command', '--wait-timeout', '(--wait-timeout)'],
+  ])('names the wait timeout as %s calls it when it runs out', async (_t, setting, named) => {
+    const store = new FakeStore(['lock-a'], []);
+    const { pool } = setup(store, { waitTimeoutMs: 3_000, waitTimeoutSetting: setting });
+    const error = await pool.run({ kind: 'claim', name: 'lock-a' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(WaitTimeoutError);
+    expect(describeError(error)).toBe(
+      `timed out after 3s ${named} waiting: lock "lock-a" in pool "envs" is claimed`,
+    );
   });
 
   it.each<[string, ResolvedOperation, string[], string[]]>([
