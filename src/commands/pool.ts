@@ -20,6 +20,7 @@ import { lineTable, statusEntries, statusTable } from './pool/status.js';
 import { LockRepository } from '../repo/lock-repository.js';
 import { goneAtRest } from '../lock/waiting-line.js';
 import { runLockOperation } from '../run/lock-run.js';
+import { ProgressReporter } from '../run/progress.js';
 
 type Run = Exclude<Invocation, { kind: 'help' }>;
 
@@ -139,14 +140,23 @@ async function init(
   by: string,
 ): Promise<string> {
   ctx.log.info(`initializing pool: ${source.pool}`);
-  const result = await initPool(git, {
-    uri: source.uri,
-    branch: source.branch,
-    pool: source.pool,
-    locks,
-    workdir: join(home, 'repository'),
-    message: commitMessage(`initializing pool: ${source.pool}`, handBuild(by)),
-  });
+  const reporter = new ProgressReporter(ctx.log, () => ctx.clock.now());
+  const result = await initPool(
+    git,
+    {
+      uri: source.uri,
+      branch: source.branch,
+      pool: source.pool,
+      locks,
+      workdir: join(home, 'repository'),
+      message: commitMessage(`initializing pool: ${source.pool}`, handBuild(by)),
+    },
+    {
+      clock: ctx.clock,
+      signal: ctx.signal,
+      onTransient: (error, attempt, delayMs) => reporter.transient(error, attempt, delayMs),
+    },
+  );
   if (result.kind === 'unchanged') {
     ctx.log.info(
       `pool "${source.pool}" already exists on branch "${source.branch}": nothing to do`,
