@@ -5,22 +5,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { CommandContext } from './run/context.js';
 import { CancelledError, ConfigurationError, describeError } from './base/errors.js';
 import { descendantsOf, GIT_STOP_SIGNAL, signalProcesses } from './git/child-processes.js';
-import { PUSH_GRACE_MS, type Clock } from './lock/lock-pool.js';
+import type { Clock } from './lock/retry.js';
+import { ABORT_BUDGET_MS, HARD_EXIT_MS, SETTLE_MS } from './base/stop-budget.js';
 import { Logger } from './base/logger.js';
 
 const SIGNAL_NUMBERS = { SIGHUP: 1, SIGINT: 2, SIGTERM: 15 } as const;
 type StopSignal = keyof typeof SIGNAL_NUMBERS;
-
-/**
- * How long a cancelled command may take to wind down before cleanup. Git and its helpers get
- * SIGINT at once and SIGKILL 300 ms later (src/git/git.ts), so it normally settles within
- * tens of milliseconds; only a claim's push already under way may take up to PUSH_GRACE_MS.
- */
-const SETTLE_MS = PUSH_GRACE_MS + 500;
-/** Budget for the compensating release; with SETTLE_MS still inside the hard exit below. */
-const ABORT_BUDGET_MS = 5_000;
-/** Whatever happens, exit before the SIGKILL that follows SIGTERM by 10 s. */
-const HARD_EXIT_MS = 9_000;
 
 export const systemClock: Clock = {
   now: () => Date.now(),

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { commitMessage, type BuildInfo } from '../protocol/build-info.js';
 import type { CommandContext } from '../run/context.js';
 import { parseGoDuration } from '../base/duration.js';
-import { ConfigurationError, WaitTimeoutError, formatMs } from '../base/errors.js';
+import { ConfigurationError, formatMs } from '../base/errors.js';
 import type { Git } from '../git/git.js';
 import {
   LockHolders,
@@ -28,6 +28,7 @@ import { lineTable, statusEntries, statusTable } from './pool/status.js';
 import { LockRepository } from '../repo/lock-repository.js';
 import { goneAtRest } from '../lock/waiting-line.js';
 import { runLockOperation } from '../run/lock-run.js';
+import { ProgressReporter } from '../run/progress.js';
 
 type Run = Exclude<Invocation, { kind: 'help' }>;
 
@@ -279,14 +280,23 @@ async function init(
   by: string,
 ): Promise<string> {
   ctx.log.info(`initializing pool: ${source.pool}`);
-  const result = await initPool(git, {
-    uri: source.uri,
-    branch: source.branch,
-    pool: source.pool,
-    locks,
-    workdir: join(home, 'repository'),
-    message: commitMessage(`initializing pool: ${source.pool}`, handBuild(by)),
-  });
+  const reporter = new ProgressReporter(ctx.log, () => ctx.clock.now());
+  const result = await initPool(
+    git,
+    {
+      uri: source.uri,
+      branch: source.branch,
+      pool: source.pool,
+      locks,
+      workdir: join(home, 'repository'),
+      message: commitMessage(`initializing pool: ${source.pool}`, handBuild(by)),
+    },
+    {
+      clock: ctx.clock,
+      signal: ctx.signal,
+      onTransient: (error, attempt, delayMs) => reporter.transient(error, attempt, delayMs),
+    },
+  );
   if (result.kind === 'unchanged') {
     ctx.log.info(
       `pool "${source.pool}" already exists on branch "${source.branch}": nothing to do`,
@@ -317,15 +327,10 @@ async function change(
     source,
     build: handBuild(options.by),
     waitTimeoutMs: options.waitTimeoutMs,
+    // Here the person typed a flag, not the put's parameter.
+    waitTimeoutSetting: '--wait-timeout',
     claimedBy: options.by,
     claimer: 'the pool command',
-  }).catch((error: unknown) => {
-    // The policy speaks of the put's parameter; here the person typed a flag.
-    if (error instanceof WaitTimeoutError)
-      throw new WaitTimeoutError(
-        error.message.replace('(params.wait_timeout)', '(--wait-timeout)'),
-      );
-    throw error;
   });
   return options.json
     ? `${JSON.stringify(lockResponse(outcome.ref, outcome.name, source.pool))}\n`

@@ -214,7 +214,7 @@ async function fill(
   if (mux) {
     env[SSH_MUX_ENV] = mux.path;
     // A stop closes each connection a second after its last command (ssh-mux.ts), not at once:
-    // a claim's push under its grace (lock-pool.ts, PUSH_GRACE_MS) must not lose its connection,
+    // a claim's push under its grace (base/stop-budget.ts, PUSH_GRACE_MS) must not lose its connection,
     // or whether the claim landed is unknown, and the put leaving the waiting line may still use
     // one. A claim to release gets an environment of its own.
     signal?.addEventListener('abort', () => mux.stop(), { once: true });

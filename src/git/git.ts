@@ -9,12 +9,10 @@ import {
   GitCommandError,
   GitTimeoutError,
 } from '../base/errors.js';
+import { GIT_KILL_GRACE_MS } from '../base/stop-budget.js';
 import { accessFailure } from './access-failure.js';
 import { GIT_STOP_SIGNAL, processesWithHome, signalProcessesWithHome } from './child-processes.js';
 import type { GitEnvironment } from './environment.js';
-
-/** How long git and its helpers get to clean up their lock files after SIGINT before SIGKILL. */
-const KILL_GRACE_MS = 300;
 
 export interface GitRunOptions {
   /** Working directory; defaults to the environment's private folder. */
@@ -115,7 +113,7 @@ export class Git {
    */
   private async reapProcesses(): Promise<void> {
     const { home } = this.environment;
-    for (let waited = 0; waited < KILL_GRACE_MS; waited += 20) {
+    for (let waited = 0; waited < GIT_KILL_GRACE_MS; waited += 20) {
       if (processesWithHome(home).length === 0) return;
       await sleep(20);
     }

@@ -72,7 +72,7 @@ export function pollMs(retryDelayMs: number): number {
  * never under POLL_FLOOR_MS: the puts that free locks or the next hand-overs can reach
  * (FRONT_SPARE) poll this fast, and each such poll is the fetch itself (one connection, as an
  * ls-remote is), so a release costs them no second round trip. Only while the pool is busy: where
- * the tip has not moved for ten retry_delays (lock-pool.ts, QUIET_AFTER_DELAYS), locks are held
+ * the tip has not moved for ten retry_delays (line-member.ts, QUIET_AFTER_DELAYS), locks are held
  * for long and the front polls at retry_delay again. Measured with `npm run bench` (README).
  */
 export function frontPollMs(retryDelayMs: number): number {

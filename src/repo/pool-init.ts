@@ -1,13 +1,15 @@
 // `pool init`: creates a pool's folders (each with a .gitkeep) and unclaimed locks on the branch,
 // creating the branch when the repository has none by that name, and pushes. Optimistic like
-// every other change: a rejected push starts again from the new tip.
+// every other change: a rejected push starts again from the new tip, under the lock policy's one
+// retry policy (lock/retry.ts), which also tries again after a failure the network may get over.
 import { lstat, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { GaveUpError, GitCommandError, OperationError } from '../base/errors.js';
+import { GitCommandError, OperationError } from '../base/errors.js';
 import type { Git } from '../git/git.js';
 import { classifyPush } from '../git/push-outcome.js';
 import { displayUri } from '../base/logger.js';
 import { lockPath } from '../lock/pool-state.js';
+import { retry, type Attempt, type RetryOptions } from '../lock/retry.js';
 
 export interface InitOptions {
   uri: string;
@@ -25,7 +27,14 @@ export type InitResult =
 /** Lost races in a row before giving up (someone else keeps changing the branch). */
 const ATTEMPTS = 5;
 
-export async function initPool(git: Git, options: InitOptions): Promise<InitResult> {
+/** How init waits between attempts and says so (the run's clock, signal and logger). */
+export type InitRetry = Pick<RetryOptions, 'clock' | 'signal' | 'onTransient'>;
+
+export async function initPool(
+  git: Git,
+  options: InitOptions,
+  policy: InitRetry,
+): Promise<InitResult> {
   const { workdir, branch, pool } = options;
   const run = (args: readonly string[]) => git.run(args, { cwd: workdir });
   const branchRef = `refs/heads/${branch}`;
@@ -34,7 +43,7 @@ export async function initPool(git: Git, options: InitOptions): Promise<InitResu
   await run(['init', '--quiet']);
   await run(['remote', 'add', 'origin', options.uri]);
 
-  for (let attempt = 1; ; attempt++) {
+  const attempt = async (): Promise<Attempt<InitResult>> => {
     const heads = await run(['ls-remote', '--', 'origin', branchRef]);
     const exists = heads.split('\n').some((line) => line.split('\t')[1] === branchRef);
     if (exists) {
@@ -79,7 +88,8 @@ export async function initPool(git: Git, options: InitOptions): Promise<InitResu
       paths.push(path);
     }
     if (paths.length === 0) {
-      return { kind: 'unchanged', ref: (await run(['rev-parse', 'HEAD'])).trim() };
+      const ref = (await run(['rev-parse', 'HEAD'])).trim();
+      return { kind: 'done', value: { kind: 'unchanged', ref } };
     }
     await run(['add', '--', ...paths]);
     await run(['commit', '--quiet', '--no-verify', '--cleanup=verbatim', '-m', options.message]);
@@ -97,14 +107,17 @@ export async function initPool(git: Git, options: InitOptions): Promise<InitResu
       const added = options.locks.filter((name) =>
         paths.includes(lockPath(pool, 'unclaimed', name)),
       );
-      return { kind: 'pushed', ref, createdBranch: !exists, added };
+      return { kind: 'done', value: { kind: 'pushed', ref, createdBranch: !exists, added } };
     }
-    if (attempt >= ATTEMPTS)
-      throw new GaveUpError(
-        `gave up after ${attempt} attempts`,
-        new Error(`branch "${branch}" of ${displayUri(options.uri)} kept changing under us`),
-      );
-  }
+    return { kind: 'conflict', name: pool };
+  };
+  return retry(attempt, {
+    ...policy,
+    maxConflicts: {
+      attempts: ATTEMPTS,
+      reason: () => `branch "${branch}" of ${displayUri(options.uri)} kept changing under us`,
+    },
+  });
 }
 
 async function ensureFolder(path: string, display: string): Promise<void> {

@@ -8,20 +8,17 @@ import { CancelledError, describeError } from '../base/errors.js';
 import { createGitEnvironment, type GitEnvironment } from '../git/environment.js';
 import { Git } from '../git/git.js';
 import type { ResolvedOperation } from '../lock/lock-operation.js';
+import type { LockPool, Outcome } from '../lock/lock-pool.js';
+import type { Claim } from '../lock/lock-store.js';
 import {
   releaseAbandonedClaim,
   type AbandonedClaimResult,
-  type Claim,
   type PendingClaim,
-  type LockPool,
-  type Outcome,
-} from '../lock/lock-pool.js';
+} from '../lock/pending-claims.js';
 import { LockRepository } from '../repo/lock-repository.js';
 import { displayUri } from '../base/logger.js';
+import { FAILURE_RELEASE_MS } from '../base/stop-budget.js';
 import type { Source } from '../protocol/request.js';
-
-/** Bound on the release after a failed run (no signal is pressing, but the remote may be down). */
-const FAILURE_RELEASE_MS = 20_000;
 
 /**
  * Runs `operation` through `pool` so that a claim it may have pushed is never left behind: on
@@ -45,9 +42,8 @@ export function runReleasingAbandonedClaim(
   const release = (signal: AbortSignal, what: 'aborted' | 'failed') =>
     (ongoing ??= releaseAll(signal, what));
   const releaseAll = async (signal: AbortSignal, what: 'aborted' | 'failed') => {
-    releasing = pool.pendingClaims;
-    pool.pendingClaims = [];
-    // At most one of them can be on the remote (see LockPool.pendingClaims).
+    releasing = pool.takePendingClaims();
+    // At most one of them can be on the remote (see PendingClaims).
     while (releasing.length > 0) {
       const claim = releasing[0]!;
       try {
@@ -102,7 +98,7 @@ export function runReleasingAbandonedClaim(
   };
   ctx.onAbort((signal) => release(signal, 'aborted'));
   ctx.onForcedExit(() => {
-    for (const claim of [...pool.pendingClaims, ...releasing])
+    for (const claim of [...pool.pendingClaims(), ...releasing])
       ctx.log.error(`exiting at once: ${leftClaimed(claim)}; release it by hand if so`);
   });
   return async (operation) => {

@@ -1,6 +1,6 @@
 // What a command receives from `main`: its input, its streams as functions, the cancellation
 // signal, the clock, and places to register work that must run when the process stops.
-import type { Clock } from '../lock/lock-pool.js';
+import type { Clock } from '../lock/retry.js';
 import type { Logger } from '../base/logger.js';
 
 export interface CommandContext {

@@ -19,6 +19,8 @@ export interface LockRunOptions {
   source: Source;
   build: BuildInfo;
   waitTimeoutMs: number | undefined;
+  /** What the caller calls its wait timeout (default `params.wait_timeout`; see LockPoolOptions). */
+  waitTimeoutSetting?: string;
   /** Who a claim names in Claimed-By when it is not the build (the pool command's operator). */
   claimedBy?: string;
   /** Who claims, for the compensating release's message: "the put", "the pool command". */
@@ -52,6 +54,7 @@ export async function runLockOperation(
       pool: source.pool,
       retryDelayMs: source.retryDelayMs,
       waitTimeoutMs,
+      waitTimeoutSetting: options.waitTimeoutSetting,
       lineToken: token.replace(/[^0-9a-z]/gi, '').toLowerCase(),
       message: (subject, claiming) =>
         commitMessage(

@@ -7,6 +7,7 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { PassThrough, Writable } from 'node:stream';
 import type { ClientChannel } from 'ssh2';
+import { SSH_STOPPED_IDLE_MS } from '../base/stop-budget.js';
 import {
   decodeRequest,
   encodeFrame,
@@ -29,12 +30,6 @@ type MuxStreams = SshStreams & { stdin: PassThrough };
  * (10 s by default), so their polls keep using it.
  */
 const IDLE_MS = 60_000;
-/**
- * After the run's stop: how long a connection outlives its last command. Short, since the run is
- * ending; not nothing, since the few commands a stop lets finish or start (a claim's push under
- * its grace, the put leaving the waiting line) would otherwise each pay a new handshake.
- */
-const STOPPED_IDLE_MS = 1_000;
 
 export interface SshMux {
   /** The Unix socket git's SSH program connects to. */
@@ -197,7 +192,7 @@ export async function startSshMux(
       for (const [key, entry] of shared) drop(key, entry);
     },
     stop: () => {
-      idleMs = Math.min(idleMs, STOPPED_IDLE_MS);
+      idleMs = Math.min(idleMs, SSH_STOPPED_IDLE_MS);
       for (const [key, entry] of shared) {
         if (entry.running > 0) continue;
         clearTimeout(entry.idle);

@@ -1,10 +1,12 @@
 // assets/pool, the command-line tool for people, against real repositories: status, init, claim,
 // release, add, remove, the source as flags or a file, help, one-line errors and exit codes.
 import { hostname } from 'node:os';
+import { connect, createServer } from 'node:net';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startGitDaemon } from '../helpers/git-daemon.js';
+import { freePort } from '../helpers/net.js';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { createLockRepo, git, GIT_TEST_ENV, type LockRepo } from '../helpers/lock-repo.js';
@@ -191,6 +193,34 @@ describe('pool init', () => {
     );
     expect(acquired.code).toBe(0);
     expect(await repo.state('fresh')).toEqual({ claimed: ['a'], unclaimed: [] });
+  });
+
+  it('tries again when the server is not reachable yet, as every other operation does', async () => {
+    const { bare, root } = await emptyRepo();
+    const daemon = await startGitDaemon(root);
+    cleanups.push(() => daemon.stop());
+    // Nothing listens on this port until init has failed once; then it leads to the daemon.
+    const port = await freePort();
+    const url = daemon.url(bare).replace(`:${daemon.port}/`, `:${port}/`);
+    const running = startScript('pool', '', {
+      args: ['init', '--uri', url, '--branch', 'locks', '--pool', 'envs', '--lock', 'a'],
+    });
+    await running.waitForStderr(/git failed \(attempt 1\), trying again in 500ms: .*refused/);
+    const forward = createServer((client) => {
+      const upstream = connect(daemon.port, '127.0.0.1');
+      client.pipe(upstream).pipe(client);
+      upstream.on('error', () => client.destroy());
+      client.on('error', () => upstream.destroy());
+    });
+    await new Promise<void>((resolve) => forward.listen(port, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise((resolve) => forward.close(resolve)));
+    const result = await running.done;
+    expect(result.stderr).toMatch(
+      /initialized! pool: envs \(created branch "locks"; added unclaimed a\)/,
+    );
+    expect(result.code).toBe(0);
+    const files = await git(bare, 'ls-tree', '-r', '--name-only', 'locks');
+    expect(files).toContain('envs/unclaimed/a');
   });
 
   it('refuses a lock that already exists, committing nothing', async () => {

@@ -2,22 +2,17 @@ import { describe, expect, it } from 'vitest';
 import {
   CancelledError,
   GaveUpError,
+  GitCommandError,
   GitTimeoutError,
   OperationError,
   WaitTimeoutError,
   describeError,
 } from '../../src/base/errors.js';
 import type { PushOutcome } from '../../src/git/push-outcome.js';
-import {
-  LockPool,
-  releaseAbandonedClaim,
-  TRANSIENT_RETRIES,
-  type Claim,
-  type PendingClaim,
-  type Clock,
-  type LockStore,
-  type PoolReporter,
-} from '../../src/lock/lock-pool.js';
+import { LockPool, type PoolReporter } from '../../src/lock/lock-pool.js';
+import type { Claim, LockStore } from '../../src/lock/lock-store.js';
+import { releaseAbandonedClaim, type PendingClaim } from '../../src/lock/pending-claims.js';
+import { TRANSIENT_RETRIES, type Clock } from '../../src/lock/retry.js';
 import type { ResolvedOperation } from '../../src/lock/lock-operation.js';
 import type { Change, LockState, PoolState } from '../../src/lock/pool-state.js';
 import type { WaitingEntry } from '../../src/lock/waiting-line.js';
@@ -289,6 +284,7 @@ function setup(
     /** This put's token in the waiting line (none: no line, as the reference). */
     lineToken?: string;
     waitTimeoutMs?: number;
+    waitTimeoutSetting?: string;
   } = {},
 ) {
   const clock = options.clock ?? new FakeClock();
@@ -302,6 +298,7 @@ function setup(
       retryDelayMs: RETRY_DELAY_MS,
       lineToken: options.lineToken,
       waitTimeoutMs: options.waitTimeoutMs,
+      waitTimeoutSetting: options.waitTimeoutSetting,
       message: (subject, claiming) => `${subject}${claiming ? ' [claiming]' : ''}`,
     },
     options.signal ?? new AbortController().signal,
@@ -309,7 +306,8 @@ function setup(
   return { pool, clock, reporter };
 }
 
-const gitFailure = (text: string) => new Error(`git fetch failed (exit 128): ${text}`);
+const gitFailure = (text: string) => new GitCommandError(['fetch'], 128, '', text);
+const pushHungUp = () => new GitCommandError(['push'], 128, '', 'the remote end hung up');
 
 describe('LockPool', () => {
   it('takes a free lock with one commit and one push, without sleeping', async () => {
@@ -390,6 +388,19 @@ describe('LockPool', () => {
     expect(store.count('commit')).toBe(1);
   });
 
+  it.each([
+    ['the put', undefined, '(params.wait_timeout)'],
+    ['the pool command', '--wait-timeout', '(--wait-timeout)'],
+  ])('names the wait timeout as %s calls it when it runs out', async (_t, setting, named) => {
+    const store = new FakeStore(['lock-a'], []);
+    const { pool } = setup(store, { waitTimeoutMs: 3_000, waitTimeoutSetting: setting });
+    const error = await pool.run({ kind: 'claim', name: 'lock-a' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(WaitTimeoutError);
+    expect(describeError(error)).toBe(
+      `timed out after 3s ${named} waiting: lock "lock-a" in pool "envs" is claimed`,
+    );
+  });
+
   it.each<[string, ResolvedOperation, string[], string[]]>([
     ['claim of a claimed lock', { kind: 'claim', name: 'a' }, ['a'], []],
     ['claim of a lock that exists nowhere', { kind: 'claim', name: 'x' }, [], ['a']],
@@ -449,6 +460,30 @@ describe('LockPool', () => {
     expect(clock.sleeps).toEqual([500]);
   });
 
+  it('fails at once with its own message on a TypeError from the store: a bug is not retried', async () => {
+    const store = new FakeStore([], ['lock-a']);
+    store.syncFailures = [new TypeError("Cannot read properties of undefined (reading 'trim')")];
+    const { pool, clock, reporter } = setup(store);
+    const error = await pool.run({ kind: 'acquire' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(TypeError);
+    expect(describeError(error)).toBe("Cannot read properties of undefined (reading 'trim')");
+    expect(store.count('sync')).toBe(1);
+    expect(clock.sleeps).toEqual([]);
+    expect(reporter.transients).toEqual([]);
+  });
+
+  it.each(['ECONNRESET', 'ECONNREFUSED', 'ETIMEDOUT', 'EPIPE', 'EAI_AGAIN', 'EHOSTUNREACH'])(
+    'retries a network error (%s) as it retries a failed git command',
+    async (code) => {
+      const store = new FakeStore([], ['lock-a']);
+      store.syncFailures = [Object.assign(new Error(`read ${code}`), { code })];
+      const { pool, clock, reporter } = setup(store);
+      expect(await pool.run({ kind: 'acquire' })).toEqual({ ref: 'c1', name: 'lock-a' });
+      expect(clock.sleeps).toEqual([500]);
+      expect(reporter.transients).toEqual([{ message: `read ${code}`, attempt: 1, delayMs: 500 }]);
+    },
+  );
+
   it('carries on after a transient failure that goes away', async () => {
     const store = new FakeStore([], ['lock-a']);
     store.syncFailures = [gitFailure('early EOF'), gitFailure('early EOF')];
@@ -475,7 +510,7 @@ describe('LockPool', () => {
 
   it('finds its claim on the remote after a push whose result was lost, and does not claim twice', async () => {
     const store = new FakeStore([], ['lock-a', 'lock-b']);
-    store.pushes = [{ lost: new Error('git push failed (exit 128): the remote end hung up') }];
+    store.pushes = [{ lost: pushHungUp() }];
     const { pool, reporter } = setup(store, { clock: new FakeClock(0) });
     const outcome = await pool.run({ kind: 'acquire' });
     expect(outcome).toEqual({ ref: 'c1', name: 'lock-a' });
@@ -494,12 +529,12 @@ describe('LockPool', () => {
 
   it('claims again when the push that failed never reached the remote', async () => {
     const store = new FakeStore([], ['lock-a']);
-    store.pushes = [new Error('git push failed (exit 128): the remote end hung up')];
+    store.pushes = [pushHungUp()];
     const { pool } = setup(store);
     expect(await pool.run({ kind: 'acquire' })).toEqual({ ref: 'c2', name: 'lock-a' });
     expect(store.count('holds')).toBe(1);
     expect(store.count('commit')).toBe(2);
-    expect(pool.pendingClaims).toEqual([{ name: 'lock-a', commit: 'c2', parent: 'c0' }]);
+    expect(pool.pendingClaims()).toEqual([{ name: 'lock-a', commit: 'c2', parent: 'c0' }]);
   });
 
   it('takes the claim a timed-out push landed late, and claims no second lock', async () => {
@@ -513,7 +548,7 @@ describe('LockPool', () => {
     expect(store.remote.claimed).toEqual(new Set(['lock-a']));
     expect(store.remote.unclaimed).toEqual(new Set(['lock-b']));
     expect(store.count('commit')).toBe(2);
-    expect(pool.pendingClaims).toEqual([
+    expect(pool.pendingClaims()).toEqual([
       { name: 'lock-a', commit: 'c1', parent: 'c0', unanswered: true },
     ]);
   });
@@ -528,7 +563,7 @@ describe('LockPool', () => {
     };
     const { pool } = setup(store, { clock: new FakeClock(0) });
     expect(await pool.run({ kind: 'acquire' })).toEqual({ ref: 'c3', name: 'lock-a' });
-    expect(pool.pendingClaims).toEqual([{ name: 'lock-a', commit: 'c3', parent: 'other-2' }]);
+    expect(pool.pendingClaims()).toEqual([{ name: 'lock-a', commit: 'c3', parent: 'other-2' }]);
     expect(store.remote.claimed).toEqual(new Set(['lock-a', 'lock-b']));
   });
 
@@ -539,13 +574,13 @@ describe('LockPool', () => {
     const controller = new AbortController();
     const { pool } = setup(store, { signal: controller.signal });
     store.beforePush = () => {
-      seen = [...pool.pendingClaims];
+      seen = [...pool.pendingClaims()];
       // Abort while the rejected push is on its way back.
       controller.abort(new Error('stopped by SIGTERM'));
     };
     await expect(pool.run({ kind: 'acquire' })).rejects.toBeInstanceOf(CancelledError);
     expect(seen).toEqual([{ name: 'lock-a', commit: 'c1', parent: 'c0' }]);
-    expect(pool.pendingClaims).toEqual([]);
+    expect(pool.pendingClaims()).toEqual([]);
   });
 
   it.each<[string, ResolvedOperation, string[], string[]]>([

@@ -1,0 +1,372 @@
+// An acquire's place in the waiting line (waiting-line.ts), and what it last saw of the line and
+// the pool: whether its turn has come, when to poll while it waits, which puts ahead are gone,
+// and leaving the line at the end. LockPool asks it at each attempt; it never takes a lock itself.
+import { describeError, formatMs } from '../base/errors.js';
+import { LEAVE_AFTER_STOP_MS } from '../base/stop-budget.js';
+import type { Clock } from './retry.js';
+import type { LockStore } from './lock-store.js';
+import {
+  FRONT_SPARE,
+  entriesAhead,
+  frontPollMs,
+  goneAfterMs,
+  goneAt,
+  pollMs,
+  showLifeAfterMs,
+  sightKey,
+  type Stall,
+  type WaitingEntry,
+} from './waiting-line.js';
+
+/**
+ * A pool whose tip this put has not seen move for this many retry_delays is quiet: the locks are
+ * held for long, and the front of the line polls at retry_delay again (a release is then seen as
+ * soon as the reference would see it) rather than at frontPollMs for hours.
+ */
+const QUIET_AFTER_DELAYS = 10;
+/** How long a put that failed or timed out tries to take itself out of the line. */
+const LEAVE_MS = 10_000;
+
+export interface LineMemberOptions {
+  pool: string;
+  retryDelayMs: number;
+  /** This put's token (letters and digits). */
+  token: string;
+  /** When the put started: its place in line. */
+  started: number;
+  /** Says something about the line worth a line on stderr (refused, left behind, place). */
+  say(message: string): void;
+}
+
+/** What a wait in line does between its looks at the line (LockPool's reporter and sleep). */
+export interface LineWait {
+  /** Says what the put waits for (every poll; the reporter decides what is worth a line). */
+  report(): void | Promise<void>;
+  /** Sleeps about `intervalMs`, or ends the wait (wait_timeout, cancellation) by throwing. */
+  pause(intervalMs: number): Promise<void>;
+}
+
+export class LineMember {
+  private me: WaitingEntry;
+  /** Whether the entry is on the remote, as far as this put knows. */
+  private joined = false;
+  /** The remote refused the line's refs: this run waits without a place. */
+  private refused = false;
+  /** Whether the place in line has been said on stderr. */
+  private placeSaid = false;
+  /** What the put last waited for when no lock was free (see LockPool.attempt). */
+  private waitingFor: { reason: string; wanted: string[] } | undefined;
+  /** Entries taken to be gone (sightKey), left out of the order. */
+  private readonly gone = new Set<string>();
+  /** Entries ahead of this put at the last look (undefined before the first). */
+  private ahead: WaitingEntry[] | undefined;
+  /** Free locks at the last sync. */
+  private free = 0;
+  /** Each lock free at the last sync, and since when it is known to be free. */
+  private freeSince = new Map<string, number>();
+  /** When, and at which tip, the free locks were last read. */
+  private syncedAt: number | undefined;
+  private syncedTip: string | undefined;
+  /** Locks free while others stand in line, as this put has seen it (see waiting-line.ts). */
+  private stall: { since: number; tips: Set<string> } | undefined;
+  /** When this put first saw each entry pointing where it points now (by sightKey). */
+  private sightings = new Map<string, number>();
+  /** When this put first looked at the line. */
+  private watchingSince: number | undefined;
+  /** The entries ahead at a look that found a tip this put has not fetched (see waitInLine). */
+  private unfetched: string | undefined;
+  /** The tip at the last poll, and when this put last saw it move (see frontPollMs). */
+  private lastTip: string | undefined;
+  private movedAt: number;
+
+  constructor(
+    private readonly store: LockStore,
+    private readonly clock: Clock,
+    private readonly options: LineMemberOptions,
+  ) {
+    const { started, retryDelayMs, token } = options;
+    this.me = { since: started, retryDelayMs, token };
+    this.movedAt = started;
+  }
+
+  /** Whether the line serves this run: false once the remote refused its refs. */
+  get active(): boolean {
+    return !this.refused;
+  }
+
+  /** Whether this put's entry is on the remote, as far as it knows. */
+  get inLine(): boolean {
+    return this.joined;
+  }
+
+  /** The entry a claim's push takes out of the line with it, when the put is in line. */
+  get leavingEntry(): WaitingEntry | undefined {
+    return this.joined ? this.me : undefined;
+  }
+
+  /** The claim's push took the entry out with it. */
+  claimed(): void {
+    this.joined = false;
+  }
+
+  /** What the put waits for while its turn has not come: what it last waited for, if anything. */
+  lastWait(): { reason: string; wanted: string[] } | undefined {
+    return this.waitingFor;
+  }
+
+  /** Joins the line to wait for `wait`; false when the remote refuses it (no line this run). */
+  async waitFor(wait: { reason: string; wanted: string[] }, tip: string): Promise<boolean> {
+    if (!(await this.takePlace(tip))) return false;
+    this.waitingFor = wait;
+    return true;
+  }
+
+  /**
+   * Keeps track of since when the free locks have been free. A lock seen free at the previous
+   * read, at the same tip or a poll or two ago, has been free since then; any other since the
+   * tip was committed (by its committer's clock, to the second), or since this put first saw
+   * the tip if that is earlier. The stall dates from the lock freed first: with other locks
+   * changing hands meanwhile, dating it from the last would put off judging the puts that left
+   * the first untaken for as long as the others keep moving (live puts ahead show it, see
+   * showLife).
+   */
+  async observePool(tip: string, free: readonly string[]): Promise<void> {
+    this.free = free.length;
+    const now = this.clock.now();
+    const others = this.store.syncedLine().some((entry) => entry.token !== this.me.token);
+    const previous = { at: this.syncedAt, tip: this.syncedTip };
+    this.syncedAt = now;
+    this.syncedTip = tip;
+    if (free.length === 0 || !others) {
+      this.freeSince = new Map();
+      this.stall = undefined;
+      return;
+    }
+    const recent =
+      previous.tip === tip ||
+      (previous.at !== undefined && now - previous.at <= 2 * pollMs(this.options.retryDelayMs));
+    // A look may have seen this tip before the fetch did.
+    const seen = this.lastTip === tip ? this.movedAt : now;
+    let committed: number | undefined;
+    const since = new Map<string, number>();
+    for (const name of free) {
+      let at = recent ? this.freeSince.get(name) : undefined;
+      if (at === undefined) {
+        committed ??= (await this.store.tipTime()) ?? now;
+        at = Math.min(seen, committed + 1_000);
+      }
+      since.set(name, at);
+    }
+    this.freeSince = since;
+    const stallSince = Math.min(...since.values());
+    if (this.stall === undefined) this.stall = { since: stallSince, tips: new Set([tip]) };
+    else {
+      this.stall.since = stallSince;
+      this.stall.tips.add(tip);
+    }
+  }
+
+  /**
+   * Whether this put may take a free lock now, and which: undefined for the pool's own random
+   * pick (nobody is in line, or the remote refused the line), an index into the free locks, or
+   * 'wait' while the puts ahead of it take them all. Decides on the line fetched with the tip,
+   * after taking out the puts ahead that are gone when that frees a lock for this one.
+   */
+  async turn(tip: string): Promise<number | 'wait' | undefined> {
+    const present = this.present(this.store.syncedLine());
+    let ahead = entriesAhead(present, this.me);
+    const gone = this.goneAhead(ahead);
+    // Taken out only when that serves this put: the puts ahead of them judge them for themselves.
+    if (gone.length > 0 && ahead.length - gone.length < this.free) {
+      await this.takeOut(gone);
+      ahead = ahead.filter((entry) => !gone.includes(entry));
+    }
+    this.ahead = ahead;
+    if (ahead.length < this.free) {
+      if (present.length === 0) return undefined;
+      // The same spread for every put at this tip, a different one at the next.
+      const offset = Number.parseInt(tip.slice(0, 8), 16) || 0;
+      return (ahead.length + offset) % this.free;
+    }
+    if (!(await this.takePlace(tip))) return undefined;
+    await this.showLife(tip);
+    return 'wait';
+  }
+
+  /**
+   * Waits in line until this put's turn may have come; returns the tip it fetched last if it
+   * fetched one (the next attempt starts from it). Near the front of the line it polls at
+   * frontPollMs, and each poll is the fetch: a tip that moved is at hand for the next attempt
+   * without a second round trip. Further back it polls the tip and the line every retry_delay
+   * without fetching: a tip change matters only to a put the free locks could reach, so it waits
+   * for the line to move, and fetches a new tip only when the line ahead of it stands still for a
+   * poll (a lock may be free that nobody ahead takes). In a stall it also wakes when it has
+   * something to do there (see wakeAt).
+   */
+  async waitInLine(tip: string, wait: LineWait): Promise<string | undefined> {
+    const retryDelayMs = this.options.retryDelayMs;
+    let presynced: string | undefined;
+    for (;;) {
+      await wait.report();
+      const busy = this.clock.now() - this.movedAt < QUIET_AFTER_DELAYS * pollMs(retryDelayMs);
+      const front = busy && this.ahead !== undefined && this.ahead.length < this.free + FRONT_SPARE;
+      const wake = this.wakeAt();
+      let interval = front ? frontPollMs(retryDelayMs) : pollMs(retryDelayMs);
+      if (wake !== undefined) interval = Math.min(interval, wake - this.clock.now());
+      await wait.pause(interval);
+      let remote: string | undefined;
+      let seen: WaitingEntry[];
+      if (front) {
+        remote = await this.store.sync();
+        seen = this.store.syncedLine();
+        presynced = remote;
+      } else {
+        ({ tip: remote, line: seen } = await this.store.look());
+        presynced = undefined;
+      }
+      if (remote !== this.lastTip) {
+        this.lastTip = remote;
+        this.movedAt = this.clock.now();
+      }
+      if (this.stall && remote !== undefined) this.stall.tips.add(remote);
+      const present = this.present(seen);
+      // Taken out by a put that thought this one gone, or a join whose answer was lost.
+      if (this.joined && !present.some((entry) => entry.token === this.me.token)) {
+        this.joined = false;
+        if (!(await this.takePlace(presynced ?? tip))) return presynced;
+      }
+      this.ahead = entriesAhead(present, this.me);
+      if (!this.placeSaid && this.joined) {
+        this.placeSaid = true;
+        const ahead = this.ahead.length;
+        this.options.say(
+          `waiting in line for pool "${this.options.pool}": ${ahead === 0 ? 'first' : `${ahead} ${ahead === 1 ? 'put' : 'puts'} ahead`}`,
+        );
+      }
+      const now = this.clock.now();
+      if (wake !== undefined && now >= wake) return presynced;
+      if (remote !== tip) {
+        // A branch gone (undefined) is the next sync's to report.
+        if (front || remote === undefined || this.ahead.length <= this.free) return presynced;
+        // The tip moved, and for a whole poll nobody ahead has left the line: a lock may be free
+        // that nobody ahead takes. When locks change hands all the time, a tip that stands
+        // still would never come.
+        const ahead = this.ahead.map(sightKey).join(' ');
+        if (this.unfetched === ahead) return presynced;
+        this.unfetched = ahead;
+        continue;
+      }
+      this.unfetched = undefined;
+      if (this.ahead.length < this.free) return presynced;
+    }
+  }
+
+  /**
+   * Takes this put out of the line after it failed, timed out or was stopped (best effort): within
+   * LEAVE_AFTER_STOP_MS once `runSignal` fired, LEAVE_MS otherwise.
+   */
+  async leave(runSignal: AbortSignal): Promise<void> {
+    if (!this.joined) return;
+    this.joined = false;
+    const signal = runSignal.aborted
+      ? AbortSignal.timeout(LEAVE_AFTER_STOP_MS)
+      : AbortSignal.any([runSignal, AbortSignal.timeout(LEAVE_MS)]);
+    try {
+      await this.store.leave([this.me], signal);
+    } catch (error) {
+      this.options.say(
+        `could not take this put out of the waiting line (${describeError(error)}): the puts behind it will, after ${formatMs(goneAfterMs(this.me, this.options.retryDelayMs))}`,
+      );
+    }
+  }
+
+  /** The line as seen now, without the entries taken to be gone; notes when each was first seen. */
+  private present(seen: readonly WaitingEntry[]): WaitingEntry[] {
+    const now = this.clock.now();
+    this.watchingSince ??= now;
+    const sightings = new Map<string, number>();
+    for (const entry of seen) {
+      const key = sightKey(entry);
+      sightings.set(key, this.sightings.get(key) ?? now);
+    }
+    this.sightings = sightings;
+    return seen.filter((entry) => !this.gone.has(sightKey(entry)));
+  }
+
+  /** The stall as goneAt judges it, with what this put has seen of the line. */
+  private stallView(): Stall | undefined {
+    if (!this.stall) return undefined;
+    return {
+      ...this.stall,
+      sightings: this.sightings,
+      watchingSince: this.watchingSince ?? this.clock.now(),
+    };
+  }
+
+  /** The entries ahead that count as gone now (see goneAt). */
+  private goneAhead(ahead: readonly WaitingEntry[]): WaitingEntry[] {
+    const stall = this.stallView();
+    if (!stall) return [];
+    const now = this.clock.now();
+    return ahead.filter((entry) => goneAt(entry, stall, this.options.retryDelayMs) <= now);
+  }
+
+  /** Takes out of the line, in one push, entries whose puts are gone. */
+  private async takeOut(gone: readonly WaitingEntry[]): Promise<void> {
+    for (const entry of gone) this.gone.add(sightKey(entry));
+    const count = gone.length;
+    const waited = this.clock.now() - (this.stall?.since ?? this.clock.now());
+    this.options.say(
+      `${count === 1 ? 'the put' : `${count} puts`} ahead in line left a free lock untaken for ${formatMs(waited)}: taking ${count === 1 ? 'it' : 'them'} out of the line`,
+    );
+    await this.store.leave(gone);
+  }
+
+  /**
+   * In a stall older than showLifeAfterMs, moves this put's entry to the tip, so the puts behind
+   * do not take it for gone (an entry of a put that is gone stays where it was).
+   */
+  private async showLife(tip: string): Promise<void> {
+    const stall = this.stall;
+    if (!stall || !this.joined) return;
+    if (this.me.at !== undefined && stall.tips.has(this.me.at)) return;
+    if (this.clock.now() - stall.since < showLifeAfterMs(this.options.retryDelayMs)) return;
+    // Once per tip, whatever the answer: a refused move is not tried again at every poll.
+    await this.store.join(this.me);
+    this.me = { ...this.me, at: tip };
+  }
+
+  /**
+   * When a put waiting in a stall has something to do: show it is alive, or take out the puts
+   * ahead whose grace ends first, as many as it takes to free a lock for it.
+   */
+  private wakeAt(): number | undefined {
+    const stall = this.stallView();
+    const ahead = this.ahead;
+    if (!stall || !ahead || !this.joined) return undefined;
+    const rd = this.options.retryDelayMs;
+    const times: number[] = [];
+    if (this.me.at === undefined || !stall.tips.has(this.me.at))
+      times.push(stall.since + showLifeAfterMs(rd));
+    const deadlines = ahead.map((entry) => goneAt(entry, stall, rd)).sort((a, b) => a - b);
+    const needed = deadlines[ahead.length - this.free];
+    if (this.free > 0 && needed !== undefined) times.push(needed);
+    return times.length > 0 ? Math.min(...times) : undefined;
+  }
+
+  /** Joins the line unless in it; false when the remote refuses it (then no line this run). */
+  private async takePlace(tip: string): Promise<boolean> {
+    if (this.refused) return false;
+    if (this.joined) return true;
+    if (await this.store.join(this.me)) {
+      this.joined = true;
+      this.me = { ...this.me, at: tip };
+      return true;
+    }
+    this.refused = true;
+    this.options.say(
+      "the lock repository refused the waiting line's ref (refs/pool-resource/waiting/…): waiting without a place in line",
+    );
+    return false;
+  }
+}

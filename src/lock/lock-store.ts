@@ -1,0 +1,51 @@
+// The lock policy's view of the git mechanism, in lock vocabulary: what LockPool and the
+// compensating release ask of the branch copy (repo/lock-repository.ts implements it).
+import type { LockState, PoolState, Change } from './pool-state.js';
+import type { WaitingEntry } from './waiting-line.js';
+
+/**
+ * What a push did: landed, lost a race (the branch moved), or changed nothing. The store reads it
+ * from git (git/push-outcome.ts); the policy knows only these words.
+ */
+export type PushOutcome = 'pushed' | 'rejected' | 'up-to-date';
+
+/** The git mechanism, in lock vocabulary. */
+export interface LockStore {
+  /** Fetches the branch tip into the working copy; returns its commit id. */
+  sync(): Promise<string>;
+  /** The pool's waiting line as the last sync found it (an acquire's store fetches it). */
+  syncedLine(): WaitingEntry[];
+  /** The remote branch tip and the pool's waiting line, without fetching (cheap polling). */
+  look(): Promise<{ tip: string | undefined; line: WaitingEntry[] }>;
+  /** When the synced tip was committed (ms, to the second; its committer's clock), if known. */
+  tipTime(): Promise<number | undefined>;
+  /**
+   * Puts an entry in the waiting line at the synced tip, or moves it there; false when the
+   * remote refuses the line's refs.
+   */
+  join(entry: WaitingEntry): Promise<boolean>;
+  /** Takes entries out of the line: this put's own, or those of puts that are gone. */
+  leave(entries: readonly WaitingEntry[], signal?: AbortSignal): Promise<void>;
+  pool(): Promise<PoolState>;
+  apply(change: Change): Promise<void>;
+  hasStagedChanges(): Promise<boolean>;
+  commit(message: string): Promise<string>;
+  /**
+   * `signal` replaces the store's own cancellation for this push (see base/stop-budget.ts, PUSH_GRACE_MS); `leaving`
+   * takes that entry out of the line in the same, atomic, push.
+   */
+  push(signal?: AbortSignal, leaving?: WaitingEntry): Promise<PushOutcome>;
+  /** The newest commit that touched this lock's file (answer of an update that changed nothing). */
+  lastCommitOf(state: LockState, name: string): Promise<string>;
+  /**
+   * Whether the synced tip still carries this claim (its commit, and no later change to the
+   * lock). With the tip the claim was made on (`parent`), history older than that need not be
+   * fetched to tell.
+   */
+  holds(claim: Claim & { parent?: string }): Promise<boolean>;
+}
+
+export interface Claim {
+  name: string;
+  commit: string;
+}
