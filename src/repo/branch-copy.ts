@@ -138,9 +138,11 @@ export class BranchCopy {
    * whole history; returns what `fetch` does, or undefined (and fetches nothing) when the copy
    * already holds the whole history or `atMost` commits.
    *
-   * Always an absolute --depth, never --deepen: git 2.39's deepen-relative stops deepening after
-   * a long run of commits sharing one timestamp (seen at ~170 commits, as a busy lock branch
-   * makes them), so a copy deepened with --deepen may never reach the commit it looks for.
+   * Always an absolute --depth, counted from the tip being fetched, never --deepen: --deepen
+   * (deepen-relative) counts from the copy's old shallow boundary, which a moved or force-pushed
+   * branch leaves anywhere, while --depth names the window from the tip whatever the copy held;
+   * and git 2.39's --deepen was seen to stop deepening after a long run of commits sharing one
+   * timestamp (~170 commits, as a busy lock branch makes them), which --depth never did.
    */
   async deepen(
     more: number | 'all',
