@@ -1,6 +1,6 @@
 // The git mechanism under the lock policy: the bare, shallow copy of the branch tip (BranchCopy),
-// reused across attempts, and the handful of lock-level actions the policy needs. It never sleeps and never
-// decides; LockPool does both.
+// reused across attempts, and the handful of lock-level actions the policy needs. It never sleeps
+// and never decides; LockPool does both.
 //
 // Cost is what keeps it here: every attempt is one depth-1 fetch (one connection), one ls-tree,
 // one fast-import that writes the commit straight from the tip's trees (no checkout, no index,
