@@ -157,7 +157,8 @@ async function status(
       (out) => Number(out.trim()) * 1000 || undefined,
       () => undefined,
     );
-  const free = entries.filter((entry) => entry.state === 'unclaimed').length;
+  // What out can take: a file whose name out refuses is not a free lock.
+  const free = entries.filter((entry) => entry.state === 'unclaimed' && !entry.problem).length;
   const gone = goneAtRest(line, { free, tip, tipTime: committed }, now, source.retryDelayMs);
   return `${table}\n${lineTable(line, gone, now)}`;
 }

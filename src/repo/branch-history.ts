@@ -2,13 +2,13 @@
 // from the tip, fetched in one connection and deepened only when the question reaches past it.
 // The oldest commits of a shallow window have no parents here, so they seem to add every file:
 // answers never rest on them (the window is deepened instead).
-import { copyFile, mkdir, readFile, rm, stat } from 'node:fs/promises';
+import { copyFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { GitCommandError, OperationError } from '../base/errors.js';
+import { OperationError } from '../base/errors.js';
 import type { Git } from '../git/git.js';
-import { readRef } from '../git/refs.js';
-import { displayUri } from '../base/logger.js';
 import { lockPath, type LockState } from '../lock/pool-state.js';
+import { BranchCopy } from './branch-copy.js';
+import { isRegularFile, lockAtPath, parseNameLog, parseTree } from './git-output.js';
 
 /** How much wider each deepening makes the window. */
 const DEEPEN_FACTOR = 4;
@@ -21,18 +21,16 @@ export interface LockAtCommit {
 
 export class BranchHistory {
   private depth = 0;
-  private fetchedTip: string | undefined;
+  private readonly copy: BranchCopy;
 
   constructor(
-    private readonly git: Git,
+    git: Git,
     /** The bare repository (kept between runs by `check`, private to the run otherwise). */
     private readonly gitDir: string,
-    private readonly uri: string,
+    uri: string,
     private readonly branch: string,
-  ) {}
-
-  private get branchRef(): string {
-    return `refs/heads/${this.branch}`;
+  ) {
+    this.copy = new BranchCopy(git, { uri, branch, gitDir });
   }
 
   /** How many commits from the tip the copy holds, as last fetched. */
@@ -42,90 +40,31 @@ export class BranchHistory {
 
   /** The branch tip as last fetched. */
   get tip(): string {
-    if (this.fetchedTip === undefined) throw new Error('the branch was never fetched');
-    return this.fetchedTip;
+    return this.copy.tip;
   }
 
   run(args: readonly string[]): Promise<string> {
-    return this.git.run(args, { cwd: this.gitDir });
+    return this.copy.run(args);
   }
 
   /** Fetches `depth` commits from the branch tip (objects already here are not sent again). */
   async fetch(depth: number): Promise<void> {
-    try {
-      if (await exists(join(this.gitDir, 'HEAD'))) await this.fetchDepth(depth);
-      else await this.clone(depth);
-    } catch (error) {
-      if (error instanceof GitCommandError) {
-        // When the server cannot be reached either, the fetch's own message is the one to report.
-        const heads = await this.git
-          .run(['ls-remote', '--heads', '--', this.uri, this.branchRef])
-          .catch(() => undefined);
-        if (heads?.trim() === '')
-          throw new OperationError(
-            `branch "${this.branch}" does not exist in ${displayUri(this.uri)}`,
-          );
-      }
-      throw error;
-    }
-  }
-
-  /** A new copy: one process creates it and fetches the window. */
-  private async clone(depth: number): Promise<void> {
     this.depth = depth;
-    await rm(this.gitDir, { recursive: true, force: true });
-    await mkdir(this.gitDir, { recursive: true });
-    await this.git.run([
-      'clone',
-      '--bare',
-      `--depth=${depth}`,
-      '--single-branch',
-      '--no-tags',
-      `--branch=${this.branch}`,
-      '--',
-      this.uri,
-      this.gitDir,
-    ]);
-    this.fetchedTip =
-      (await readRef(this.gitDir, this.branchRef)) ??
-      (await this.run(['rev-parse', '--verify', `${this.branchRef}^{commit}`])).trim();
+    if (await this.copy.exists()) await this.copy.fetch(depth);
+    else await this.copy.clone(depth);
   }
 
   /** Widens the window; false when it already holds the whole history. */
   async deepen(): Promise<boolean> {
-    if ((await this.shallowCommits()).size === 0) return false;
-    await this.fetchDepth(this.depth * DEEPEN_FACTOR);
+    const more = this.depth * (DEEPEN_FACTOR - 1);
+    if (!(await this.copy.deepen(more))) return false;
+    this.depth += more;
     return true;
   }
 
-  private async fetchDepth(depth: number): Promise<void> {
-    this.depth = depth;
-    // --depth counts from the tip as it is now, so the window stays contiguous even when the
-    // branch moved (or was force-pushed) since the last fetch.
-    await this.run([
-      'fetch',
-      '--verbose',
-      '--no-tags',
-      '--no-show-forced-updates',
-      `--depth=${depth}`,
-      '--',
-      this.uri,
-      `+${this.branchRef}:refs/remotes/origin/${this.branch}`,
-    ]);
-    const head = await readFile(join(this.gitDir, 'FETCH_HEAD'), 'utf8');
-    const tip = /^[0-9a-f]{40,64}/.exec(head)?.[0];
-    if (!tip) throw new Error(`git fetch wrote no FETCH_HEAD for ${this.branchRef}`);
-    this.fetchedTip = tip;
-  }
-
   /** Commits whose parents were cut off by the window (empty when the history is complete). */
-  async shallowCommits(): Promise<Set<string>> {
-    try {
-      const text = await readFile(join(this.gitDir, 'shallow'), 'utf8');
-      return new Set(text.split('\n').filter(Boolean));
-    } catch {
-      return new Set();
-    }
+  shallowCommits(): Promise<Set<string>> {
+    return this.copy.shallowCommits();
   }
 
   /**
@@ -170,14 +109,11 @@ export class BranchHistory {
         '--',
         `${pool}/`,
       ]);
-      for (const record of log.split('\x01').slice(1)) {
-        const [header = '', ...paths] = record.split(/\n|\0/).filter((part) => part !== '');
-        const sha = header.trim();
+      for (const { commit: sha, paths } of parseNameLog(log)) {
         if (shallow.has(sha)) break;
         for (const path of paths) {
-          const match = /^(?:claimed|unclaimed)\/([^/]+)$/.exec(path.slice(pool.length + 1));
-          if (path.startsWith(`${pool}/`) && match && !match[1]!.startsWith('.'))
-            return { commit: sha, name: match[1]! };
+          const lock = lockAtPath(pool, path);
+          if (lock) return { commit: sha, name: lock.name };
         }
       }
       if (!(await this.deepen())) return undefined;
@@ -198,12 +134,10 @@ export class BranchHistory {
       lockPath(pool, 'claimed', name),
       lockPath(pool, 'unclaimed', name),
     ]);
-    for (const entry of out.split('\0')) {
-      const tab = entry.indexOf('\t');
-      const [mode = '', type = '', blob = ''] = entry.slice(0, tab).split(' ');
+    for (const entry of parseTree(out)) {
+      const { id: blob, path } = entry;
       // A symlink or a folder is not a lock file: its "content" must never be written out.
-      const regular = type === 'blob' && mode !== '120000';
-      const path = entry.slice(tab + 1);
+      const regular = isRegularFile(entry);
       if (path === lockPath(pool, 'claimed', name)) return { state: 'claimed', blob, regular };
       if (path === lockPath(pool, 'unclaimed', name)) return { state: 'unclaimed', blob, regular };
     }
@@ -252,14 +186,5 @@ export class BranchHistory {
       if (complete) return commits;
       if (!(await this.deepen())) return commits;
     }
-  }
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await stat(path);
-    return true;
-  } catch {
-    return false;
   }
 }

@@ -2,13 +2,19 @@
 // holder trailers of claiming commits, else (older commits) the `Build URL:` line or the author,
 // and the commit's date. It keeps its own bare, shallow copy of the branch, fetched incrementally
 // and deepened only as far as the answer needs, so `out`'s working copy is never touched.
-import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { CancelledError, GitCommandError, OperationError, formatMs } from '../base/errors.js';
+import { CancelledError, formatMs } from '../base/errors.js';
 import { missingPoolError } from './missing-pool.js';
-import { displayUri } from '../base/logger.js';
 import type { Git } from '../git/git.js';
 import { lockPath, type LockState } from '../lock/pool-state.js';
+import { BranchCopy } from './branch-copy.js';
+import {
+  HOLDER_LOG_FORMAT,
+  NOT_A_LOCK_NAME,
+  isRegularFile,
+  parseHolderLog,
+  poolEntries,
+} from './git-output.js';
 
 export interface LockRecord {
   name: string;
@@ -19,6 +25,19 @@ export interface LockRecord {
   since?: Date;
   /** The commit that put the lock in its state. */
   commit?: string;
+  /** Why `out` does not count it as a lock (see PoolEntry). */
+  problem?: string;
+}
+
+/** A file in a lock folder, as `pool status` lists it. */
+export interface PoolEntry {
+  name: string;
+  state: LockState;
+  /**
+   * Set for a file whose name breaks the lock-name rules: `out` never takes or releases it, and
+   * says why in the same words.
+   */
+  problem?: string;
 }
 
 export interface LockHoldersOptions {
@@ -37,83 +56,70 @@ const DEEPEN_STEPS = [64, 256, 1024];
 /** The `out` progress looks no further: 1360 commits of a lock branch are well under a megabyte. */
 export const PROGRESS_MAX_DEPTH = FIRST_DEPTH + DEEPEN_STEPS.reduce((a, b) => a + b, 0);
 
-const RECORD = '\x1e';
-const FIELD = '\x1f';
-
 export class LockHolders {
+  private readonly copy: BranchCopy;
   private initialised = false;
-  private fetched = false;
   private depth = 0;
 
   constructor(
-    private readonly git: Git,
+    git: Git,
     private readonly options: LockHoldersOptions,
-  ) {}
-
-  private get trackingRef(): string {
-    return `refs/remotes/origin/${this.options.branch}`;
+  ) {
+    this.copy = new BranchCopy(git, {
+      uri: options.uri,
+      branch: options.branch,
+      gitDir: options.gitDir,
+    });
   }
 
   private run(args: readonly string[], signal?: AbortSignal): Promise<string> {
-    return this.git.run(args, { cwd: this.options.gitDir, signal });
+    return this.copy.run(args, { signal });
   }
 
   /** Brings the copy up to the remote branch tip: shallow the first time, incremental after. */
   async refresh(signal?: AbortSignal): Promise<void> {
     if (!this.initialised) {
-      await mkdir(this.options.gitDir, { recursive: true });
-      await this.run(['init', '--quiet', '--bare'], signal);
-      await this.run(['remote', 'add', 'origin', this.options.uri], signal);
+      await this.copy.init(signal);
       this.initialised = true;
     }
-    const refspec = `+refs/heads/${this.options.branch}:${this.trackingRef}`;
     // Once shallow history is there, a plain fetch brings only the commits since, down to it.
-    const depth = this.fetched ? [] : [`--depth=${FIRST_DEPTH}`];
-    try {
-      await this.run(['fetch', '--quiet', '--no-tags', ...depth, 'origin', refspec], signal);
-    } catch (error) {
-      if (error instanceof GitCommandError) {
-        const heads = await this.run(
-          ['ls-remote', '--', 'origin', `refs/heads/${this.options.branch}`],
-          signal,
-        );
-        if (heads.trim() === '')
-          throw new OperationError(
-            `branch "${this.options.branch}" does not exist in ${displayUri(this.options.uri)}`,
-          );
-      }
-      throw error;
-    }
-    this.fetched = true;
+    await this.copy.fetch(this.copy.fetched === undefined ? FIRST_DEPTH : 'since', { signal });
   }
 
-  /** The pool's locks at the fetched tip, sorted by name. */
-  async locks(signal?: AbortSignal): Promise<{ name: string; state: LockState }[]> {
+  /**
+   * The pool's lock files at the fetched tip (regular files: not a directory, not a symlink),
+   * sorted by name. The lock-name rules are `out`'s: a file whose name breaks them comes with
+   * the `problem` `out` names it by.
+   */
+  async locks(signal?: AbortSignal): Promise<PoolEntry[]> {
     const { pool } = this.options;
-    const out = await this.run(
-      ['ls-tree', '-r', '-t', '-z', this.trackingRef, '--', `${pool}/`],
-      signal,
-    );
-    const locks: { name: string; state: LockState }[] = [];
-    const folders = new Set<string>();
-    for (const entry of out.split('\0')) {
-      if (!entry) continue;
-      const tab = entry.indexOf('\t');
-      const [mode, type] = entry.slice(0, tab).split(' ');
-      const path = entry.slice(tab + 1);
-      if (type === 'tree') folders.add(path);
-      const match = /^(claimed|unclaimed)\/([^/]+)$/.exec(path.slice(pool.length + 1));
-      if (!path.startsWith(`${pool}/`) || !match || type !== 'blob' || mode === '120000') continue;
-      const [, state, name] = match as unknown as [string, LockState, string];
-      if (!name.startsWith('.')) locks.push({ name, state });
-    }
-    if (!folders.has(`${pool}/claimed`) || !folders.has(`${pool}/unclaimed`))
+    const tip = this.copy.tip;
+    const out = await this.run(['ls-tree', '-r', '-t', '-z', tip, '--', `${pool}/`], signal);
+    const { claimed, unclaimed, irregular, exists, byPath } = poolEntries(out, pool);
+    if (!exists)
       throw await missingPoolError(
         (args) => this.run(args, signal),
-        this.trackingRef,
+        tip,
         pool,
         this.options.branch,
       );
+    const locks: PoolEntry[] = [
+      ...[...claimed].map((name) => ({ name, state: 'claimed' as const })),
+      ...[...unclaimed].map((name) => ({ name, state: 'unclaimed' as const })),
+    ];
+    for (const state of ['claimed', 'unclaimed'] as const) {
+      for (const [key, problem] of irregular) {
+        const name = key.slice(state.length + 1);
+        const entry = byPath.get(lockPath(pool, state, name));
+        if (
+          key.startsWith(`${state}/`) &&
+          problem === NOT_A_LOCK_NAME &&
+          entry &&
+          isRegularFile(entry)
+        )
+          locks.push({ name, state, problem });
+      }
+    }
     return locks.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
@@ -121,10 +127,7 @@ export class LockHolders {
    * For each lock, the commit that put it in its current state and what that commit says about
    * who did it. Deepens the copy until every lock is found or `maxDepth` is reached.
    */
-  async records(
-    locks: readonly { name: string; state: LockState }[],
-    signal?: AbortSignal,
-  ): Promise<LockRecord[]> {
+  async records(locks: readonly PoolEntry[], signal?: AbortSignal): Promise<LockRecord[]> {
     const byPath = new Map(
       locks.map((lock) => [lockPath(this.options.pool, lock.state, lock.name), lock]),
     );
@@ -134,38 +137,20 @@ export class LockHolders {
     for (;;) {
       const pending = [...byPath.keys()].filter((path) => !found.has(path));
       if (pending.length === 0) break;
-      const shallow = await this.shallowCommits();
+      const shallow = await this.copy.shallowCommits();
       for (const [path, record] of await this.addingCommits(pending, shallow, signal)) {
         found.set(path, { ...byPath.get(path)!, ...record });
       }
       if (found.size === byPath.size || shallow.size === 0) break;
-      // Counted rather than tracked: incremental fetches since the first one add to it.
-      const visible = Number(
-        (await this.run(['rev-list', '--count', this.trackingRef], signal)).trim(),
-      );
+      const visible = await this.copy.depth(signal);
       this.depth = visible;
       const { maxDepth } = this.options;
       if ((maxDepth !== undefined && visible >= maxDepth) || visible <= lastVisible) break;
       lastVisible = visible;
       const step = DEEPEN_STEPS[Math.min(steps, DEEPEN_STEPS.length - 1)]!;
       steps++;
-      // An absolute --depth, not --deepen: git 2.39's `--deepen` (deepen-relative) stops
-      // deepening after a long run of commits sharing one timestamp (seen at ~170 commits).
-      const deepen =
-        maxDepth === undefined && steps > DEEPEN_STEPS.length
-          ? '--unshallow'
-          : `--depth=${Math.min(visible + step, maxDepth ?? Infinity)}`;
-      await this.run(
-        [
-          'fetch',
-          '--quiet',
-          '--no-tags',
-          deepen,
-          'origin',
-          `+refs/heads/${this.options.branch}:${this.trackingRef}`,
-        ],
-        signal,
-      );
+      const more = maxDepth === undefined && steps > DEEPEN_STEPS.length ? 'all' : step;
+      if (!(await this.copy.deepen(more, { signal, atMost: maxDepth }))) break;
     }
     return [...byPath.entries()].map(([path, lock]) => found.get(path) ?? { ...lock });
   }
@@ -184,9 +169,6 @@ export class LockHolders {
     shallow: ReadonlySet<string>,
     signal?: AbortSignal,
   ): Promise<Map<string, Omit<LockRecord, 'name' | 'state'>>> {
-    const format = [`${RECORD}%H`, '%at', '%an <%ae>', '%(trailers:only,unfold)', '%B', ''].join(
-      FIELD,
-    );
     const out = await this.run(
       [
         'log',
@@ -194,8 +176,8 @@ export class LockHolders {
         '--no-renames',
         '--diff-filter=A',
         '--name-only',
-        `--format=${format}`,
-        this.trackingRef,
+        `--format=${HOLDER_LOG_FORMAT}`,
+        this.copy.tip,
         '--',
         ...paths,
       ],
@@ -204,36 +186,18 @@ export class LockHolders {
     const wanted = new Set(paths);
     const result = new Map<string, Omit<LockRecord, 'name' | 'state'>>();
     const settled = new Set<string>();
-    for (const entry of out.split(RECORD).slice(1)) {
-      const [commit = '', time = '', author = '', trailers = '', body = '', names = ''] =
-        entry.split(FIELD);
-      for (const raw of names.split('\0')) {
-        const path = raw.trim();
+    for (const { commit, time, author, trailers, body, paths: names } of parseHolderLog(out)) {
+      for (const path of names) {
         if (!wanted.has(path) || settled.has(path)) continue;
         settled.add(path);
         if (shallow.has(commit)) continue;
         result.set(path, {
           commit,
-          ...holderFromCommit({
-            trailers,
-            body,
-            author,
-            authoredAt: new Date(Number(time) * 1000),
-          }),
+          ...holderFromCommit({ trailers, body, author, authoredAt: new Date(time * 1000) }),
         });
       }
     }
     return result;
-  }
-
-  /** The shallow boundary: `shallow` in the bare copy's folder (absent once complete). */
-  private async shallowCommits(): Promise<Set<string>> {
-    try {
-      const text = await readFile(join(this.options.gitDir, 'shallow'), 'utf8');
-      return new Set(text.split('\n').filter(Boolean));
-    } catch {
-      return new Set();
-    }
   }
 }
 

@@ -1,23 +1,28 @@
-// The git mechanism under the lock policy: one bare, shallow copy of the branch tip, reused across
-// attempts, and the handful of lock-level actions the policy needs. It never sleeps and never
-// decides; LockPool does both.
+// The git mechanism under the lock policy: the bare, shallow copy of the branch tip (BranchCopy),
+// reused across attempts, and the handful of lock-level actions the policy needs. It never sleeps
+// and never decides; LockPool does both.
 //
 // Cost is what keeps it here: every attempt is one depth-1 fetch (one connection), one ls-tree,
 // one fast-import that writes the commit straight from the tip's trees (no checkout, no index,
 // nothing proportional to the history or the pool's size on disk) and one push. simple-git
 // waits 50 ms after any command that printed nothing, so the commands chosen here all print.
 import { createHash } from 'node:crypto';
-import { mkdir, readFile, rm } from 'node:fs/promises';
-import { join } from 'node:path';
 import { CancelledError, OperationError, GitCommandError } from '../base/errors.js';
 import type { Git } from '../git/git.js';
 import { classifyPush, type PushOutcome, type PushRefused } from '../git/push-outcome.js';
-import { readRef } from '../git/refs.js';
 import { lockPath, type Change, type LockState, type PoolState } from '../lock/pool-state.js';
-import { displayUri } from '../base/logger.js';
-import { lockNameProblem } from '../base/lock-name.js';
 import { missingPoolError } from './missing-pool.js';
 import { entryRef, linePrefix, parseEntryRef, type WaitingEntry } from '../lock/waiting-line.js';
+import { BranchCopy, type Reach } from './branch-copy.js';
+import {
+  fastImportCommit,
+  isRegularFile,
+  parseMark,
+  poolEntries,
+  type FastImportChange,
+  type RemoteRef,
+  type TreeEntry,
+} from './git-output.js';
 
 export interface LockRepositoryOptions {
   uri: string;
@@ -35,12 +40,6 @@ export interface LockRepositoryOptions {
   keepHistory?: boolean;
 }
 
-interface TreeEntry {
-  mode: string;
-  type: string;
-  id: string;
-}
-
 /** How many commits a keepHistory copy starts with. */
 const CLAIM_DEPTH = 16;
 
@@ -48,8 +47,8 @@ const CLAIM_DEPTH = 16;
 const ATTEMPT_REF = 'refs/pool-resource/attempt';
 
 export class LockRepository {
+  private readonly copy: BranchCopy;
   private initialised = false;
-  private tip: string | undefined;
   /** The pool's entries at `tip`, by path (from the last `pool()`). */
   private entries = new Map<string, TreeEntry>();
   private staged: { change: Change; effective: boolean } | undefined;
@@ -64,21 +63,23 @@ export class LockRepository {
   constructor(
     private readonly git: Git,
     private readonly options: LockRepositoryOptions,
-  ) {}
-
-  get branchRef(): string {
-    return `refs/heads/${this.options.branch}`;
+  ) {
+    this.copy = new BranchCopy(git, {
+      uri: options.uri,
+      branch: options.branch,
+      gitDir: options.workdir,
+    });
   }
 
-  private get trackingRef(): string {
-    return `refs/remotes/origin/${this.options.branch}`;
+  get branchRef(): string {
+    return this.copy.branchRef;
   }
 
   private run(
     args: readonly string[],
     options: { input?: Buffer; signal?: AbortSignal } = {},
   ): Promise<string> {
-    return this.git.run(args, { cwd: this.options.workdir, ...options });
+    return this.copy.run(args, options);
   }
 
   private get linePrefix(): string {
@@ -91,24 +92,19 @@ export class LockRepository {
    * the private home.
    */
   async look(): Promise<{ tip: string | undefined; line: WaitingEntry[] }> {
-    const prefix = this.linePrefix;
-    const out = await this.git.run([
-      'ls-remote',
-      '--',
-      this.options.uri,
-      this.branchRef,
-      `${prefix}*`,
-    ]);
-    let tip: string | undefined;
+    const refs = await this.copy.remoteRefs([this.branchRef, `${this.linePrefix}*`]);
+    const tip = refs.find(({ ref }) => ref === this.branchRef)?.id;
+    return { tip, line: this.lineOf(refs) };
+  }
+
+  /** The line's entries among `refs`. */
+  private lineOf(refs: readonly RemoteRef[]): WaitingEntry[] {
     const line: WaitingEntry[] = [];
-    for (const row of out.split('\n')) {
-      const [sha, ref = ''] = row.split('\t');
-      if (!sha) continue;
-      if (ref === this.branchRef) tip = sha;
-      const entry = parseEntryRef(prefix, ref);
-      if (entry) line.push({ ...entry, at: sha });
+    for (const { id, ref } of refs) {
+      const entry = parseEntryRef(this.linePrefix, ref);
+      if (entry) line.push({ ...entry, at: id });
     }
-    return { tip, line };
+    return line;
   }
 
   /**
@@ -153,27 +149,9 @@ export class LockRepository {
 
   /** Fetches the branch tip (depth 1); the next attempt starts from exactly that commit. */
   async sync(): Promise<string> {
-    try {
-      if (this.initialised) await this.fetch(this.options.keepHistory ? [] : ['--depth=1']);
-      else if (this.options.line) await this.initAndFetch();
-      else await this.cloneTip();
-    } catch (error) {
-      // Asked only to tell a missing branch apart; when the server cannot be reached either,
-      // the fetch's own message is the one to report.
-      const remote =
-        error instanceof GitCommandError
-          ? await this.look().then(
-              ({ tip }) => tip,
-              () => null,
-            )
-          : null;
-      if (remote === undefined) {
-        throw new OperationError(
-          `branch "${this.options.branch}" does not exist in ${displayUri(this.options.uri)}`,
-        );
-      }
-      throw error;
-    }
+    if (this.initialised) await this.fetch(this.options.keepHistory ? 'since' : 1);
+    else if (this.options.line) await this.initAndFetch();
+    else await this.cloneTip();
     this.entries = new Map();
     this.staged = undefined;
     this.committed = undefined;
@@ -182,26 +160,11 @@ export class LockRepository {
 
   /** The first sync: one process creates the bare copy and fetches the tip into it. */
   private async cloneTip(): Promise<void> {
-    await rm(this.options.workdir, { recursive: true, force: true });
-    await mkdir(this.options.workdir, { recursive: true });
     // The committer identity is only needed later: ask for it while the clone runs.
     const identity = this.ident();
     identity.catch(() => undefined);
-    await this.git.run([
-      'clone',
-      '--bare',
-      `--depth=${this.options.keepHistory ? CLAIM_DEPTH : 1}`,
-      '--single-branch',
-      '--no-tags',
-      `--branch=${this.options.branch}`,
-      '--',
-      this.options.uri,
-      this.options.workdir,
-    ]);
+    await this.copy.clone(this.options.keepHistory ? CLAIM_DEPTH : 1);
     this.initialised = true;
-    this.tip =
-      (await readRef(this.options.workdir, this.branchRef)) ??
-      (await this.run(['rev-parse', '--verify', `${this.branchRef}^{commit}`])).trim();
     await identity;
   }
 
@@ -210,14 +173,11 @@ export class LockRepository {
    * must come with the tip (a separate ls-remote would cost a connection per acquire).
    */
   private async initAndFetch(): Promise<void> {
-    await rm(this.options.workdir, { recursive: true, force: true });
-    await mkdir(this.options.workdir, { recursive: true });
     const identity = this.ident();
     identity.catch(() => undefined);
-    // Not --quiet: its line is what spares simple-git's wait after a silent command (header).
-    await this.run(['init', '--bare']);
+    await this.copy.init();
     this.initialised = true;
-    await this.fetch(['--depth=1']);
+    await this.fetch(1);
     await identity;
   }
 
@@ -235,44 +195,16 @@ export class LockRepository {
 
   /** The tip the working copy was last synced to. */
   get syncedTip(): string | undefined {
-    return this.tip;
+    return this.copy.fetched;
   }
 
   /** The pool as it is at the synced tip; refuses when the pool's folders are missing. */
   async pool(): Promise<PoolState> {
     const { pool } = this.options;
     const out = await this.run(['ls-tree', '-r', '-t', '-z', this.synced(), '--', `${pool}/`]);
-    const claimed = new Set<string>();
-    const unclaimed = new Set<string>();
-    const irregular = new Map<string, string>();
-    const folders = new Set<string>();
-    this.entries = new Map();
-    for (const entry of out.split('\0')) {
-      if (!entry) continue;
-      const tab = entry.indexOf('\t');
-      const [mode = '', type = '', id = ''] = entry.slice(0, tab).split(' ');
-      const path = entry.slice(tab + 1);
-      this.entries.set(path, { mode, type, id });
-      if (path === `${pool}/claimed` || path === `${pool}/unclaimed`) {
-        if (type === 'tree') folders.add(path);
-        continue;
-      }
-      const match = /^(claimed|unclaimed)\/([^/]+)$/.exec(path.slice(pool.length + 1));
-      if (!path.startsWith(`${pool}/`) || !match) continue;
-      const [, state, name] = match as unknown as [string, LockState, string];
-      if (name.startsWith('.')) continue;
-      // A name the resource refuses (a tab, a newline) could be acquired but never released.
-      if (lockNameProblem(name)) {
-        irregular.set(`${state}/${name}`, 'not a valid lock name');
-        continue;
-      }
-      if (type !== 'blob' || mode === '120000') {
-        irregular.set(`${state}/${name}`, type === 'tree' ? 'a directory' : 'a symlink');
-        continue;
-      }
-      (state === 'claimed' ? claimed : unclaimed).add(name);
-    }
-    if (!folders.has(`${pool}/claimed`) || !folders.has(`${pool}/unclaimed`))
+    const { claimed, unclaimed, irregular, exists, byPath } = poolEntries(out, pool);
+    this.entries = byPath;
+    if (!exists)
       throw await missingPoolError(
         (args) => this.run(args),
         this.synced(),
@@ -288,7 +220,7 @@ export class LockRepository {
     if (change.kind === 'write') {
       const path = lockPath(this.options.pool, change.state, change.name);
       const existing = this.entries.get(path);
-      if (existing && (existing.type !== 'blob' || existing.mode === '120000'))
+      if (existing && !isRegularFile(existing))
         throw new OperationError(`refusing to write ${path}: it is not a regular file`);
       // Same bytes as the lock already has: an update that changes nothing.
       effective = existing?.id !== blobId(change.content, existing?.id.length ?? 40);
@@ -307,41 +239,13 @@ export class LockRepository {
     const staged = this.staged;
     if (!staged) throw new Error('nothing staged to commit');
     const identity = await this.ident();
-    const body = Buffer.from(message.endsWith('\n') ? message : `${message}\n`);
-    const { pool } = this.options;
-    const { change } = staged;
-    const parts: Buffer[] = [
-      Buffer.from(
-        `commit ${ATTEMPT_REF}\nmark :1\n` +
-          `author ${identity.author} now\ncommitter ${identity.committer} now\n` +
-          `data ${body.length}\n`,
-      ),
-      body,
-      Buffer.from(`\nfrom ${this.synced()}\n`),
-    ];
-    switch (change.kind) {
-      case 'move':
-        parts.push(
-          Buffer.from(
-            `R ${quotePath(lockPath(pool, change.from, change.name))} ${quotePath(lockPath(pool, change.to, change.name))}\n`,
-          ),
-        );
-        break;
-      case 'write': {
-        const path = lockPath(pool, change.state, change.name);
-        const mode = this.entries.get(path)?.mode ?? '100644';
-        parts.push(
-          Buffer.from(`M ${mode} inline ${quotePath(path)}\ndata ${change.content.length}\n`),
-          change.content,
-          Buffer.from('\n'),
-        );
-        break;
-      }
-      case 'delete':
-        parts.push(Buffer.from(`D ${quotePath(lockPath(pool, change.state, change.name))}\n`));
-        break;
-    }
-    parts.push(Buffer.from('\nget-mark :1\ndone\n'));
+    const input = fastImportCommit({
+      ref: ATTEMPT_REF,
+      ...identity,
+      message,
+      from: this.synced(),
+      change: this.fileChange(staged.change),
+    });
     const out = await this.run(
       [
         // A commit is a handful of objects: keep them loose rather than a pack per attempt.
@@ -353,12 +257,32 @@ export class LockRepository {
         '--done',
         '--date-format=now',
       ],
-      { input: Buffer.concat(parts) },
+      { input },
     );
-    const id = out.trim().split('\n').pop() ?? '';
-    if (!/^[0-9a-f]{40,64}$/.test(id)) throw new Error(`git fast-import printed no commit: ${out}`);
+    const id = parseMark(out);
+    if (!id) throw new Error(`git fast-import printed no commit: ${out}`);
     this.committed = id;
     return id;
+  }
+
+  /** A lock change as the file change that makes it. */
+  private fileChange(change: Change): FastImportChange {
+    const { pool } = this.options;
+    switch (change.kind) {
+      case 'move':
+        return {
+          kind: 'rename',
+          from: lockPath(pool, change.from, change.name),
+          to: lockPath(pool, change.to, change.name),
+        };
+      case 'write': {
+        const path = lockPath(pool, change.state, change.name);
+        const mode = this.entries.get(path)?.mode ?? '100644';
+        return { kind: 'modify', mode, path, content: change.content };
+      }
+      case 'delete':
+        return { kind: 'delete', path: lockPath(pool, change.state, change.name) };
+    }
   }
 
   /**
@@ -445,16 +369,13 @@ export class LockRepository {
    */
   async lastCommitOf(state: LockState, name: string): Promise<string> {
     const path = lockPath(this.options.pool, state, name);
-    // Bounded steps ending in --unshallow: git 2.39's --deepen can stop deepening after a long
-    // run of commits sharing one timestamp, so multiplying it alone may never get there.
-    for (const deepen of ['--deepen=8', '--deepen=128', '--unshallow', undefined]) {
+    // Bounded steps ending in the whole history (see BranchCopy.deepen for why not --deepen).
+    for (const more of [8, 128, 'all' as const, undefined]) {
       const found = (
         await this.run(['log', '-1', '--format=%H%n', this.synced(), '--', path])
       ).trim();
-      const shallow = await this.shallowCommits();
-      if (found && !shallow.has(found)) return found;
-      if (!deepen || shallow.size === 0) return found || this.synced();
-      await this.fetch([deepen]);
+      if (found && !(await this.copy.shallowCommits()).has(found)) return found;
+      if (more === undefined || !(await this.deepen(more))) return found || this.synced();
     }
     return this.synced();
   }
@@ -466,7 +387,7 @@ export class LockRepository {
    */
   async holds(claim: { name: string; commit: string; parent?: string }): Promise<boolean> {
     const claimedPath = lockPath(this.options.pool, 'claimed', claim.name);
-    for (const deepen of ['--deepen=16', '--deepen=256', '--unshallow', undefined]) {
+    for (const more of [16, 256, 'all' as const, undefined]) {
       const tip = this.synced();
       // Still at the tip the claim was made on: it has not landed.
       if (claim.parent === tip) return false;
@@ -484,8 +405,7 @@ export class LockRepository {
       // The history fetched reaches back to the tip the claim was made on, so it would hold the
       // claim had it landed: no need to fetch more.
       if (claim.parent !== undefined && (await this.isAncestor(claim.parent, tip))) return false;
-      if (!deepen || (await this.shallowCommits()).size === 0) return false;
-      await this.fetch([deepen]);
+      if (more === undefined || !(await this.deepen(more))) return false;
     }
     return false;
   }
@@ -502,55 +422,25 @@ export class LockRepository {
   }
 
   private synced(): string {
-    if (this.tip === undefined) throw new Error('the working copy was never synced');
-    return this.tip;
+    const tip = this.copy.fetched;
+    if (tip === undefined) throw new Error('the working copy was never synced');
+    return tip;
   }
 
-  /**
-   * Fetches the branch into the tracking ref (and, with `line`, the line's refs) and takes the
-   * fetched tip and line from FETCH_HEAD, which lists every ref the fetch matched.
-   */
-  private async fetch(extra: readonly string[]): Promise<void> {
-    const prefix = this.linePrefix;
-    // --verbose: fetch always prints (see the header), and FETCH_HEAD names the tip we got.
-    await this.run([
-      'fetch',
-      '--verbose',
-      '--no-tags',
-      '--no-show-forced-updates',
-      ...extra,
-      '--',
-      this.options.uri,
-      `+${this.branchRef}:${this.trackingRef}`,
-      ...(this.options.line ? [`+${prefix}*:refs/pool-resource/line/*`] : []),
-    ]);
-    const head = await readFile(join(this.options.workdir, 'FETCH_HEAD'), 'utf8');
-    let tip: string | undefined;
-    const line: WaitingEntry[] = [];
-    // One row per ref fetched: `<id>\t[not-for-merge]\tbranch '<name>' of <uri>` for the
-    // branch, `<id>\t[not-for-merge]\t'<ref>' of <uri>` for any other ref.
-    for (const row of head.split('\n')) {
-      const match = /^([0-9a-f]{40,64})\t[^\t]*\t(branch )?'([^']*)' of /.exec(row);
-      if (!match) continue;
-      const [, sha, branch, name = ''] = match;
-      if (branch) tip ??= sha;
-      else {
-        const entry = parseEntryRef(prefix, name);
-        if (entry) line.push({ ...entry, at: sha });
-      }
-    }
-    if (!tip) throw new Error(`git fetch wrote no FETCH_HEAD for ${this.branchRef}`);
-    this.tip = tip;
-    this.fetchedLine = line;
+  /** Fetches the branch (and, with `line`, the line's refs) and keeps the line it found. */
+  private async fetch(reach: Reach): Promise<void> {
+    this.fetchedLine = this.lineOf(await this.copy.fetch(reach, { refspecs: this.lineRefspecs }));
   }
 
-  private async shallowCommits(): Promise<Set<string>> {
-    try {
-      const text = await readFile(join(this.options.workdir, 'shallow'), 'utf8');
-      return new Set(text.split('\n').filter(Boolean));
-    } catch {
-      return new Set();
-    }
+  /** Fetches `more` commits of history; false when the copy already holds it all. */
+  private async deepen(more: number | 'all'): Promise<boolean> {
+    const refs = await this.copy.deepen(more, { refspecs: this.lineRefspecs });
+    if (refs) this.fetchedLine = this.lineOf(refs);
+    return refs !== undefined;
+  }
+
+  private get lineRefspecs(): string[] {
+    return this.options.line ? [`+${this.linePrefix}*:refs/pool-resource/line/*`] : [];
   }
 
   private async ident(): Promise<{ author: string; committer: string }> {
@@ -567,19 +457,6 @@ export class LockRepository {
     this.identity = { author: read('GIT_AUTHOR_IDENT'), committer: read('GIT_COMMITTER_IDENT') };
     return this.identity;
   }
-}
-
-/** A path as fast-import reads it: C-style quoted when it holds anything unusual. */
-function quotePath(path: string): string {
-  if (/^[\x21-\x7e]*$/.test(path) && !path.startsWith('"')) return path;
-  let quoted = '"';
-  for (const byte of Buffer.from(path, 'utf8')) {
-    if (byte === 0x22 || byte === 0x5c) quoted += `\\${String.fromCharCode(byte)}`;
-    else if (byte === 0x0a) quoted += '\\n';
-    else if (byte < 0x20 || byte >= 0x7f) quoted += `\\${byte.toString(8).padStart(3, '0')}`;
-    else quoted += String.fromCharCode(byte);
-  }
-  return `${quoted}"`;
 }
 
 /** The object id git gives a blob with these bytes (SHA-1 or SHA-256, by the repository's ids). */

@@ -10,6 +10,7 @@ import { classifyPush } from '../git/push-outcome.js';
 import { displayUri } from '../base/logger.js';
 import { lockPath } from '../lock/pool-state.js';
 import { retry, type Attempt, type RetryOptions } from '../lock/retry.js';
+import { BranchCopy } from './branch-copy.js';
 
 export interface InitOptions {
   uri: string;
@@ -38,24 +39,17 @@ export async function initPool(
   const { workdir, branch, pool } = options;
   const run = (args: readonly string[]) => git.run(args, { cwd: workdir });
   const branchRef = `refs/heads/${branch}`;
-  const trackingRef = `refs/remotes/origin/${branch}`;
   await mkdir(workdir, { recursive: true });
   await run(['init', '--quiet']);
   await run(['remote', 'add', 'origin', options.uri]);
+  // The branch copy lives in the working copy's repository; the checkout is built from its tip.
+  const copy = new BranchCopy(git, { uri: options.uri, branch, gitDir: join(workdir, '.git') });
 
   const attempt = async (): Promise<Attempt<InitResult>> => {
-    const heads = await run(['ls-remote', '--', 'origin', branchRef]);
-    const exists = heads.split('\n').some((line) => line.split('\t')[1] === branchRef);
+    const exists = (await copy.remoteRefs([branchRef])).some(({ ref }) => ref === branchRef);
     if (exists) {
-      await run([
-        'fetch',
-        '--quiet',
-        '--no-tags',
-        '--depth=1',
-        'origin',
-        `+${branchRef}:${trackingRef}`,
-      ]);
-      await run(['checkout', '--quiet', '--force', '-B', branch, trackingRef]);
+      await copy.fetch(1);
+      await run(['checkout', '--quiet', '--force', '-B', branch, copy.tip]);
       await run(['clean', '--quiet', '-ffdx']);
     } else {
       // A new branch holds only pools: it starts from nothing, not from another branch.

@@ -289,6 +289,46 @@ describe('pool status', () => {
     ]);
   });
 
+  it('marks a file whose name out refuses in out’s words, and out takes only the real lock', async () => {
+    repo = await createLockRepo({ pool: { unclaimed: ['a'] } });
+    await repo.commit('a file no put can release', async (work) => {
+      await writeFile(join(work, 'pool/unclaimed', 'bad\tname'), '');
+    });
+
+    const table = await pool(['status', ...sourceFlags()]);
+    expect(table.code, table.stderr).toBe(0);
+    const lines = table.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^LOCK\s+STATE\s+HOLDER\s+SINCE\s+FOR\s+NOTE$/);
+    expect(lines).toHaveLength(3);
+    expect(lines[1]).toMatch(/^a\s+unclaimed\s+-\s+\S+\s+\S+$/);
+    expect(lines[2]).toMatch(
+      /^bad\\x09name\s+unclaimed\s+-\s+\S+\s+\S+\s+not a valid lock name, not a lock file: fix the lock repository$/,
+    );
+    const entries = JSON.parse((await pool(['status', '--json', ...sourceFlags()])).stdout);
+    expect(entries.map((entry: { problem?: string }) => entry.problem)).toEqual([
+      undefined,
+      'not a valid lock name',
+    ]);
+
+    const claimed = await runScript(
+      'out',
+      {
+        source: { uri: repo.bare, branch: repo.branch, pool: 'pool' },
+        params: { claim: 'bad\tname' },
+      },
+      { args: [await tempDir()] },
+    );
+    expect(claimed.code).toBe(1);
+    expect(claimed.stderr).toContain('contains a control character');
+    const acquired = await runScript(
+      'out',
+      { source: { uri: repo.bare, branch: repo.branch, pool: 'pool' }, params: { acquire: true } },
+      { args: [await tempDir()] },
+    );
+    expect(acquired.code, acquired.stderr).toBe(0);
+    expect(JSON.parse(acquired.stdout).metadata).toContainEqual({ name: 'lock_name', value: 'a' });
+  });
+
   it('shows the waiting line, marks the puts gone, and the next put takes those out', async () => {
     repo = await createLockRepo({ pool: { unclaimed: ['a', 'c'], claimed: ['b'] } });
     const before = (await git(repo.bare, 'rev-parse', repo.branch)).trim();

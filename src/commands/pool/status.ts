@@ -20,6 +20,8 @@ export interface StatusEntry {
   claimed_at: string | null;
   /** When it entered its current state (claimed, released or added). */
   since: string | null;
+  /** Only for a file `out` does not take as a lock: why (its name breaks the lock-name rules). */
+  problem?: string;
 }
 
 export function statusEntries(records: readonly LockRecord[]): StatusEntry[] {
@@ -33,6 +35,7 @@ export function statusEntries(records: readonly LockRecord[]): StatusEntry[] {
       claimed_by: claimed ? (record.by ?? null) : null,
       claimed_at: claimed ? since : null,
       since,
+      ...(record.problem ? { problem: record.problem } : {}),
     };
   });
 }
@@ -42,14 +45,20 @@ export function statusEntries(records: readonly LockRecord[]): StatusEntry[] {
  * and holders come from the repository: shown through the display filter, like every stderr line.
  */
 export function statusTable(entries: readonly StatusEntry[], now: number, wide = false): string {
+  // A NOTE column only when there is something to note: `out` will not take a lock listed.
+  const noted = entries.some((entry) => entry.problem);
   const rows = [
-    ['LOCK', 'STATE', 'HOLDER', 'SINCE', 'FOR'],
+    ['LOCK', 'STATE', 'HOLDER', 'SINCE', 'FOR', ...(noted ? ['NOTE'] : [])],
     ...entries.map((entry) => [
       wide ? showable(entry.name) : fit(showable(entry.name), LOCK_WIDTH),
       entry.state,
       entry.state === 'claimed' ? showable((wide ? entry.claimed_by : entry.holder) ?? '?') : '-',
       entry.since ?? '?',
       entry.since ? formatMs(Math.max(0, now - Date.parse(entry.since))) : '?',
+      // out's words for it (lock-operation.ts), so both say the same thing about it.
+      ...(noted
+        ? [entry.problem ? `${entry.problem}, not a lock file: fix the lock repository` : '']
+        : []),
     ]),
   ];
   if (!wide) {
@@ -95,7 +104,8 @@ function columns(rows: readonly (readonly string[])[]): string {
     .map((row) =>
       row
         .map((cell, column) => (column === row.length - 1 ? cell : cell.padEnd(widths[column]!)))
-        .join('  '),
+        .join('  ')
+        .trimEnd(),
     )
     .join('\n')
     .concat('\n');

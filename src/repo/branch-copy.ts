@@ -1,0 +1,203 @@
+// The bare, shallow copy of the branch every reader of the lock repository works on: creating it,
+// fetching the tip (one connection), deepening it, its shallow boundary, and the one way to say
+// that the branch does not exist. simple-git waits 50 ms after any command that printed nothing,
+// so the commands here all print (`fetch --verbose`, `init` without --quiet).
+import { mkdir, readFile, rm, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { GitCommandError, OperationError } from '../base/errors.js';
+import { displayUri } from '../base/logger.js';
+import type { Git } from '../git/git.js';
+import { readRef } from '../git/refs.js';
+import { parseFetchHead, parseLsRemote, parseShallow, type RemoteRef } from './git-output.js';
+
+export interface BranchCopyOptions {
+  uri: string;
+  branch: string;
+  /** The bare repository's folder (created if missing). */
+  gitDir: string;
+}
+
+/** How far a fetch reaches: `depth` commits from the tip, the whole history, or only what is new. */
+export type Reach = number | 'all' | 'since';
+
+export class BranchCopy {
+  private fetchedTip: string | undefined;
+  /** The depth last fetched, counted from the tip: unknown after a fetch of what is new. */
+  private knownDepth: number | undefined;
+
+  constructor(
+    private readonly git: Git,
+    readonly options: BranchCopyOptions,
+  ) {}
+
+  get branchRef(): string {
+    return `refs/heads/${this.options.branch}`;
+  }
+
+  private get trackingRef(): string {
+    return `refs/remotes/origin/${this.options.branch}`;
+  }
+
+  /** The branch tip as last fetched. */
+  get tip(): string {
+    if (this.fetchedTip === undefined) throw new Error('the branch was never fetched');
+    return this.fetchedTip;
+  }
+
+  /** The tip as last fetched, or undefined before the first fetch. */
+  get fetched(): string | undefined {
+    return this.fetchedTip;
+  }
+
+  /** A git command in the copy. */
+  run(args: readonly string[], options: { input?: Buffer; signal?: AbortSignal } = {}) {
+    return this.git.run(args, { cwd: this.options.gitDir, ...options });
+  }
+
+  /** Whether the copy is on disk (kept between runs by `check`). */
+  async exists(): Promise<boolean> {
+    return stat(join(this.options.gitDir, 'HEAD')).then(
+      () => true,
+      () => false,
+    );
+  }
+
+  /** A new copy with `depth` commits of the branch: one process creates it and fetches. */
+  async clone(depth: number): Promise<void> {
+    await this.empty();
+    await this.branchMustExist(() =>
+      this.git.run([
+        'clone',
+        '--bare',
+        `--depth=${depth}`,
+        '--single-branch',
+        '--no-tags',
+        `--branch=${this.options.branch}`,
+        '--',
+        this.options.uri,
+        this.options.gitDir,
+      ]),
+    );
+    this.knownDepth = depth;
+    this.fetchedTip =
+      (await readRef(this.options.gitDir, this.branchRef)) ??
+      (await this.run(['rev-parse', '--verify', `${this.branchRef}^{commit}`])).trim();
+  }
+
+  /** A new, empty copy, for a first fetch that needs more refspecs than clone can take. */
+  async init(signal?: AbortSignal): Promise<void> {
+    await this.empty();
+    // Not --quiet: its line is what spares simple-git's wait after a silent command (header).
+    await this.run(['init', '--bare'], { signal });
+  }
+
+  private async empty(): Promise<void> {
+    await rm(this.options.gitDir, { recursive: true, force: true });
+    await mkdir(this.options.gitDir, { recursive: true });
+  }
+
+  /**
+   * Fetches the branch tip (and `refspecs` beside it) in one connection; returns the other refs
+   * the fetch matched, from FETCH_HEAD. A `depth` counts from the tip as it is now, so the
+   * history stays contiguous even when the branch moved (or was force-pushed) since.
+   */
+  async fetch(
+    reach: Reach,
+    options: { refspecs?: readonly string[]; signal?: AbortSignal } = {},
+  ): Promise<RemoteRef[]> {
+    const depth = reach === 'since' ? [] : reach === 'all' ? ['--unshallow'] : [`--depth=${reach}`];
+    await this.branchMustExist(
+      () =>
+        this.run(
+          [
+            'fetch',
+            '--verbose',
+            '--no-tags',
+            '--no-show-forced-updates',
+            ...depth,
+            '--',
+            this.options.uri,
+            `+${this.branchRef}:${this.trackingRef}`,
+            ...(options.refspecs ?? []),
+          ],
+          { signal: options.signal },
+        ),
+      options.signal,
+    );
+    const { tip, refs } = parseFetchHead(
+      await readFile(join(this.options.gitDir, 'FETCH_HEAD'), 'utf8'),
+    );
+    if (!tip) throw new Error(`git fetch wrote no FETCH_HEAD for ${this.branchRef}`);
+    this.fetchedTip = tip;
+    this.knownDepth = typeof reach === 'number' ? reach : undefined;
+    return refs;
+  }
+
+  /**
+   * Fetches `more` commits beyond those already here (at most `atMost` from the tip), or the
+   * whole history; returns what `fetch` does, or undefined (and fetches nothing) when the copy
+   * already holds the whole history or `atMost` commits.
+   *
+   * Always an absolute --depth, counted from the tip being fetched, never --deepen: --deepen
+   * (deepen-relative) counts from the copy's old shallow boundary, which a moved or force-pushed
+   * branch leaves anywhere, while --depth names the window from the tip whatever the copy held;
+   * and git 2.39's --deepen was seen to stop deepening after a long run of commits sharing one
+   * timestamp (~170 commits, as a busy lock branch makes them), which --depth never did.
+   */
+  async deepen(
+    more: number | 'all',
+    options: { refspecs?: readonly string[]; signal?: AbortSignal; atMost?: number } = {},
+  ): Promise<RemoteRef[] | undefined> {
+    if ((await this.shallowCommits()).size === 0) return undefined;
+    if (more === 'all') return this.fetch('all', options);
+    const here = await this.depth(options.signal);
+    const depth = Math.min(here + more, options.atMost ?? Infinity);
+    if (depth <= here) return undefined;
+    return this.fetch(depth, options);
+  }
+
+  /**
+   * How many commits from the tip the copy holds: the depth last fetched, else (after a fetch of
+   * what is new, which adds to it) counted.
+   */
+  async depth(signal?: AbortSignal): Promise<number> {
+    this.knownDepth ??= Number(
+      (await this.run(['rev-list', '--count', this.tip], { signal })).trim(),
+    );
+    return this.knownDepth;
+  }
+
+  /** Commits whose parents were cut off (empty when the history is complete). */
+  async shallowCommits(): Promise<Set<string>> {
+    try {
+      return parseShallow(await readFile(join(this.options.gitDir, 'shallow'), 'utf8'));
+    } catch {
+      return new Set();
+    }
+  }
+
+  /** The remote refs matching `patterns`, without fetching: one ls-remote, needs no copy. */
+  async remoteRefs(patterns: readonly string[], signal?: AbortSignal): Promise<RemoteRef[]> {
+    return parseLsRemote(
+      await this.git.run(['ls-remote', '--', this.options.uri, ...patterns], { signal }),
+    );
+  }
+
+  /**
+   * Runs `fetch`; when git fails, asks the remote whether the branch is there, to say so instead.
+   * When the server cannot be reached either, the fetch's own message is the one to report.
+   */
+  private async branchMustExist<T>(fetch: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    try {
+      return await fetch();
+    } catch (error) {
+      if (!(error instanceof GitCommandError)) throw error;
+      const refs = await this.remoteRefs([this.branchRef], signal).catch(() => undefined);
+      if (refs && !refs.some(({ ref }) => ref === this.branchRef))
+        throw new OperationError(
+          `branch "${this.options.branch}" does not exist in ${displayUri(this.options.uri)}`,
+        );
+      throw error;
+    }
+  }
+}

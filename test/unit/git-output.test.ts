@@ -1,0 +1,282 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { GIT_TEST_ENV } from '../helpers/lock-repo.js';
+import {
+  HOLDER_LOG_FORMAT,
+  fastImportCommit,
+  lockAtPath,
+  parseFetchHead,
+  parseHolderLog,
+  parseLsRemote,
+  parseMark,
+  parseNameLog,
+  parseShallow,
+  parseTree,
+  poolEntries,
+  quotePath,
+} from '../../src/repo/git-output.js';
+
+// All recorded from git 2.39.5 on a pool `p` holding: claimed/.gitkeep, claimed/a, claimed/link
+// (a symlink), unclaimed/.gitkeep, unclaimed/dir/f (a folder), unclaimed/tab<TAB>x (a name the
+// lock-name rules refuse), after the commits "init" and "claiming: a" (Claimed-By trailer).
+const TIP = '7056bc45e2cdf97de6aa2fdda10cb7b519923368';
+const INIT = 'eb7739fc4f282c3c42e5bd44c086abd9d03956b2';
+const EMPTY = 'e69de29bb2d1d6434b8b29ae775ad8c2e48c5391';
+
+/** `git ls-tree -r -t -z HEAD -- p/` */
+const LS_TREE = [
+  '040000 tree 0c54f779b1db30b49565e3da6ce116a6e069ccd0\tp',
+  '040000 tree 7dccab71fb874c393136e85beae7cbde6478ec8a\tp/claimed',
+  `100644 blob ${EMPTY}\tp/claimed/.gitkeep`,
+  `100644 blob ${EMPTY}\tp/claimed/a`,
+  '120000 blob 3594e94c04db171e2767224db355f514b13715c5\tp/claimed/link',
+  '040000 tree 2be89f7335d52f23ba15954cd79b64b1d86f2026\tp/unclaimed',
+  `100644 blob ${EMPTY}\tp/unclaimed/.gitkeep`,
+  '040000 tree 3d5a503f4062d198b443db5065ca727f8354e7df\tp/unclaimed/dir',
+  `100644 blob ${EMPTY}\tp/unclaimed/dir/f`,
+  `100644 blob ${EMPTY}\tp/unclaimed/tab\tx`,
+  '',
+].join('\0');
+
+/** `git fetch --verbose --depth=1 -- ../r.git <branch refspec> <waiting-line refspec>` */
+const FETCH_HEAD_WITH_LINE =
+  `${TIP}\t\tbranch 'master' of ../r\n` +
+  `${TIP}\t\t'refs/pool-resource/waiting/master/p/1700000000000-1000-aaaa' of ../r\n`;
+/** The same fetch of the branch alone, after `adding b`. */
+const FETCH_HEAD_BRANCH = "31480be515adaf321db2b55abfe518f518f0362c\t\tbranch 'master' of ../r\n";
+
+/** `git ls-remote -- ../r.git refs/heads/master 'refs/pool-resource/waiting/master/p/*'` */
+const LS_REMOTE =
+  `${TIP}\trefs/heads/master\n` +
+  `${TIP}\trefs/pool-resource/waiting/master/p/1700000000000-1000-aaaa\n`;
+
+/** `git log -z --no-renames --name-only --format=%x01%H HEAD -- p/` */
+const NAME_LOG =
+  `\x01${TIP}\0\np/claimed/a\0p/unclaimed/a\0` +
+  `\x01${INIT}\0\np/claimed/.gitkeep\0p/claimed/link\0p/unclaimed/.gitkeep\0p/unclaimed/a\0p/unclaimed/dir/f\0p/unclaimed/tab\tx\0`;
+
+/** `git log -z --no-renames --diff-filter=A --name-only --format=HOLDER_LOG_FORMAT HEAD -- p/claimed/a p/unclaimed/b` */
+const HOLDER_LOG =
+  '\x1e31480be515adaf321db2b55abfe518f518f0362c\x1f1796138483\x1fT <t@x>\x1f\x1fadding b\n\x1f\0\np/unclaimed/b\0' +
+  `\x1e${TIP}\x1f1700000100\x1fT <t@x>\x1fClaimed-By: https://ci/b/1\n\x1fclaiming: a\n\nClaimed-By: https://ci/b/1\n\x1f\0\np/claimed/a\0`;
+
+describe('parseTree', () => {
+  it('reads every row, a name with a tab included', () => {
+    const entries = parseTree(LS_TREE);
+    expect(entries).toHaveLength(10);
+    expect(entries[4]).toEqual({
+      mode: '120000',
+      type: 'blob',
+      id: '3594e94c04db171e2767224db355f514b13715c5',
+      path: 'p/claimed/link',
+    });
+    expect(entries[9]!.path).toBe('p/unclaimed/tab\tx');
+  });
+
+  it('reads nothing from nothing', () => {
+    expect(parseTree('')).toEqual([]);
+  });
+});
+
+describe('poolEntries', () => {
+  it('counts regular files with valid names as locks, and says why the others are not', () => {
+    const pool = poolEntries(LS_TREE, 'p');
+    expect([...pool.claimed]).toEqual(['a']);
+    expect([...pool.unclaimed]).toEqual([]);
+    expect(Object.fromEntries(pool.irregular)).toEqual({
+      'claimed/link': 'a symlink',
+      'unclaimed/dir': 'a directory',
+      'unclaimed/tab\tx': 'not a valid lock name',
+    });
+    expect(pool.exists).toBe(true);
+    expect(pool.byPath.get('p/claimed/a')?.id).toBe(EMPTY);
+  });
+
+  it.each([
+    [
+      'a pool with one folder missing',
+      LS_TREE.split('\0')
+        .filter((row) => !row.endsWith('\tp/claimed'))
+        .join('\0'),
+    ],
+    ['another pool', LS_TREE],
+  ])('says the pool does not exist: %s', (_, out) => {
+    const pool = poolEntries(out, _ === 'another pool' ? 'q' : 'p');
+    expect(pool.exists).toBe(false);
+  });
+});
+
+describe('lockAtPath', () => {
+  it.each([
+    ['p/claimed/a', { state: 'claimed', name: 'a' }],
+    ['p/unclaimed/tab\tx', { state: 'unclaimed', name: 'tab\tx' }],
+    ['p/claimed/.gitkeep', undefined],
+    ['p/unclaimed/dir/f', undefined],
+    ['p/other/a', undefined],
+    ['pp/claimed/a', undefined],
+    ['p/claimed', undefined],
+  ])('%j', (path, lock) => {
+    expect(lockAtPath('p', path)).toEqual(lock);
+  });
+});
+
+describe('parseFetchHead', () => {
+  it.each([
+    [
+      'the branch and a waiting-line ref',
+      FETCH_HEAD_WITH_LINE,
+      TIP,
+      [{ id: TIP, ref: 'refs/pool-resource/waiting/master/p/1700000000000-1000-aaaa' }],
+    ],
+    ['the branch alone', FETCH_HEAD_BRANCH, '31480be515adaf321db2b55abfe518f518f0362c', []],
+    ['nothing', '', undefined, []],
+  ])('%s', (_, text, tip, refs) => {
+    expect(parseFetchHead(text)).toEqual({ tip, refs });
+  });
+});
+
+describe('parseLsRemote', () => {
+  it.each([
+    [
+      LS_REMOTE,
+      [
+        { id: TIP, ref: 'refs/heads/master' },
+        { id: TIP, ref: 'refs/pool-resource/waiting/master/p/1700000000000-1000-aaaa' },
+      ],
+    ],
+    // A branch that does not exist: ls-remote prints nothing and exits 0.
+    ['', []],
+  ])('%j', (out, refs) => {
+    expect(parseLsRemote(out)).toEqual(refs);
+  });
+});
+
+describe('parseShallow', () => {
+  it.each([
+    [`${TIP}\n`, [TIP]],
+    [`${TIP}\n${INIT}\n`, [TIP, INIT]],
+    ['', []],
+  ])('%j', (text, commits) => {
+    expect([...parseShallow(text)]).toEqual(commits);
+  });
+});
+
+describe('parseNameLog', () => {
+  it('gives each commit, newest first, with the paths it touched', () => {
+    const log = parseNameLog(NAME_LOG);
+    expect(log.map(({ commit }) => commit)).toEqual([TIP, INIT]);
+    expect(log[0]!.paths).toEqual(['p/claimed/a', 'p/unclaimed/a']);
+    expect(log[1]!.paths).toContain('p/unclaimed/tab\tx');
+  });
+});
+
+describe('parseHolderLog', () => {
+  it('reads trailers, body, author and time of each commit', () => {
+    expect(HOLDER_LOG_FORMAT).toBe(
+      '\x1e%H\x1f%at\x1f%an <%ae>\x1f%(trailers:only,unfold)\x1f%B\x1f',
+    );
+    const [added, claimed] = parseHolderLog(HOLDER_LOG);
+    expect(added).toEqual({
+      commit: '31480be515adaf321db2b55abfe518f518f0362c',
+      time: 1796138483,
+      author: 'T <t@x>',
+      trailers: '',
+      body: 'adding b\n',
+      paths: ['p/unclaimed/b'],
+    });
+    expect(claimed).toMatchObject({
+      commit: TIP,
+      time: 1700000100,
+      trailers: 'Claimed-By: https://ci/b/1\n',
+      paths: ['p/claimed/a'],
+    });
+  });
+});
+
+describe('quotePath', () => {
+  it.each([
+    ['p/claimed/a', 'p/claimed/a'],
+    ['p/claimed/a b', '"p/claimed/a b"'],
+    ['p/claimed/tab\tx', '"p/claimed/tab\\011x"'],
+    // fast-import reads a path as quoted only when it starts with a quote.
+    ['p/claimed/"q"', 'p/claimed/"q"'],
+    ['"q"', '"\\"q\\""'],
+    ['p/claimed/é', '"p/claimed/\\303\\251"'],
+    ['p/claimed/new\nline', '"p/claimed/new\\nline"'],
+  ])('%j', (path, quoted) => {
+    expect(quotePath(path)).toBe(quoted);
+  });
+});
+
+describe('fastImportCommit', () => {
+  const commit = {
+    ref: 'refs/pool-resource/attempt',
+    author: 'A U Thor <a@x>',
+    committer: 'C O Mitter <c@x>',
+    message: 'claiming: tab\tx',
+    from: TIP,
+  };
+
+  it.each([
+    [
+      'rename',
+      { kind: 'rename' as const, from: 'p/unclaimed/a b', to: 'p/claimed/a b' },
+      'R "p/unclaimed/a b" "p/claimed/a b"\n',
+    ],
+    ['delete', { kind: 'delete' as const, path: 'p/claimed/a' }, 'D p/claimed/a\n'],
+    [
+      'modify',
+      { kind: 'modify' as const, mode: '100755', path: 'p/claimed/a', content: Buffer.from('x\n') },
+      'M 100755 inline p/claimed/a\ndata 2\nx\n\n',
+    ],
+  ])('writes a %s', (_, change, command) => {
+    expect(fastImportCommit({ ...commit, change }).toString()).toBe(
+      'commit refs/pool-resource/attempt\nmark :1\n' +
+        'author A U Thor <a@x> now\ncommitter C O Mitter <c@x> now\n' +
+        `data 16\nclaiming: tab\tx\n\nfrom ${TIP}\n${command}\nget-mark :1\ndone\n`,
+    );
+  });
+
+  it('is a stream git fast-import takes, printing the commit it wrote', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fast-import-'));
+    try {
+      const git = (args: string[], input?: Buffer) =>
+        execFileSync('git', args, { cwd: dir, input, encoding: 'utf8', env: GIT_TEST_ENV });
+      git(['init', '--quiet', '--bare']);
+      const empty = git(['hash-object', '-t', 'tree', '-w', '--stdin'], Buffer.alloc(0)).trim();
+      const base = git(['commit-tree', empty, '-m', 'base']).trim();
+      const out = git(
+        ['fast-import', '--quiet', '--force', '--done', '--date-format=now'],
+        fastImportCommit({
+          ...commit,
+          from: base,
+          change: {
+            kind: 'modify',
+            mode: '100644',
+            path: 'p/claimed/tab\tx',
+            content: Buffer.from('m'),
+          },
+        }),
+      );
+      const id = parseMark(out);
+      expect(id).toMatch(/^[0-9a-f]{40}$/);
+      expect(git(['ls-tree', '-r', '--name-only', '-z', id!])).toBe('p/claimed/tab\tx\0');
+      expect(git(['log', '-1', '--format=%s%n%P', id!])).toBe(`claiming: tab\tx\n${base}\n`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('parseMark', () => {
+  it.each([
+    [`${TIP}\n`, TIP],
+    ['', undefined],
+    ['fatal: not a mark\n', undefined],
+  ])('%j', (out, id) => {
+    expect(parseMark(out)).toBe(id);
+  });
+});
