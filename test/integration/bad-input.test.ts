@@ -1,9 +1,11 @@
-// Bad input of every kind, through the real scripts: exit 1, nothing on stdout, a short message
-// naming the field, no stack trace, and a lock repository whose refs did not move.
+// Bad input of every kind: exit 1, nothing on stdout, a short message naming the field, no stack
+// trace, and a lock repository whose refs did not move. Run in-process (run-command.ts), except
+// what only the process sees: the cap on the bytes read from stdin.
 import { mkdir, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
+import { runCommand } from '../helpers/run-command.js';
 import { runScript, tempDir } from '../helpers/run-script.js';
 
 let repo: LockRepo;
@@ -66,6 +68,8 @@ interface Case {
   says: RegExp;
   /** Override the script's argument (SRC / DEST); `null` for none at all. */
   args?: string[] | null;
+  /** Run as a process: what is refused is the reading of stdin itself. */
+  spawned?: boolean;
 }
 
 const scripts: Script[] = ['check', 'in', 'out'];
@@ -286,6 +290,7 @@ cases.push(
     script,
     request: base(script, { padding: 'x'.repeat(5 * MB) }),
     says: /^invalid payload \(the request on stdin is larger than 1 MiB\)$/m,
+    spawned: true,
   })),
   {
     name: 'deeply nested JSON',
@@ -344,7 +349,9 @@ describe.concurrent('bad input', () => {
     async (c, ctx) => {
       const before = await refs();
       const args = c.args === null ? [] : (c.args ?? [c.script === 'out' ? src : dest]);
-      const result = await runScript(c.script, requestText(c.request), { args });
+      const result = c.spawned
+        ? await runScript(c.script, requestText(c.request), { args })
+        : await runCommand(c.script, { stdin: requestText(c.request), args });
       ctx.expect(result.code, result.stderr).toBe(1);
       ctx.expect(result.stdout).toBe('');
       const lines = result.stderr.trimEnd().split('\n');
