@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { runCommand } from '../helpers/run-command.js';
 import { runScript, tempDir } from '../helpers/run-script.js';
+import { source } from '../helpers/source.js';
 
 let repo: LockRepo;
 /** Build folder with step folders for every kind of broken step. */
@@ -48,10 +49,6 @@ async function refs(): Promise<string> {
 /** Cases are listed before the repository exists: its path is filled in when a case runs. */
 const LOCKS = '@LOCK_REPOSITORY@';
 
-function source(extra: Record<string, unknown> = {}) {
-  return { uri: LOCKS, branch: 'master', pool: 'pool', retry_delay: '50ms', ...extra };
-}
-
 function requestText(request: unknown): string {
   if (typeof request === 'string') return request;
   return JSON.stringify(request).replaceAll(LOCKS, repo.bare);
@@ -76,10 +73,14 @@ const scripts: Script[] = ['check', 'in', 'out'];
 /** A valid request for each script, to which one broken part is added. */
 const base = (script: Script, extra: Record<string, unknown> = {}) =>
   script === 'check'
-    ? { source: source(), ...extra }
+    ? { source: source(LOCKS), ...extra }
     : script === 'in'
-      ? { source: source(), version: { ref: 'a'.repeat(40) }, ...extra }
-      : { source: source(), params: { acquire: true }, ...extra };
+      ? {
+          source: source(LOCKS),
+          version: { ref: 'a'.repeat(40) },
+          ...extra,
+        }
+      : { source: source(LOCKS), params: { acquire: true }, ...extra };
 
 const cases: Case[] = [];
 
@@ -140,7 +141,7 @@ for (const script of scripts) {
     cases.push({
       name,
       script,
-      request: { ...base(script), source: { ...source(), ...change } },
+      request: { ...base(script), source: { ...source(LOCKS), ...change } },
       says,
     });
   }
@@ -193,12 +194,17 @@ const outCases: [string, unknown, RegExp, string[]?][] = [
   ['add without metadata', { add: 'no-metadata' }, /add.*metadata/],
 ];
 for (const [name, params, says] of outCases) {
-  cases.push({ name, script: 'out', request: { source: source(), params }, says });
+  cases.push({
+    name,
+    script: 'out',
+    request: { source: source(LOCKS), params },
+    says,
+  });
 }
 cases.push({
   name: 'no SRC argument',
   script: 'out',
-  request: { source: source(), params: { acquire: true } },
+  request: { source: source(LOCKS), params: { acquire: true } },
   says: /usage: out/,
   args: null,
 });
@@ -218,7 +224,12 @@ const inVersions: [string, unknown, RegExp][] = [
   ['ref not on the branch', { ref: 'deadbeefdeadbeefdeadbeefdeadbeefdeadbeef' }, /version/],
 ];
 for (const [name, version, says] of inVersions) {
-  cases.push({ name, script: 'in', request: { source: source(), version }, says });
+  cases.push({
+    name,
+    script: 'in',
+    request: { source: source(LOCKS), version },
+    says,
+  });
 }
 cases.push(
   {
@@ -246,13 +257,13 @@ cases.push(
     // check takes such a ref as an unknown version (check.test.ts); in refuses it.
     name: 'ref an option',
     script: 'in',
-    request: { source: source(), version: { ref: '--all' } },
+    request: { source: source(LOCKS), version: { ref: '--all' } },
     says: /version.ref/,
   },
   {
     name: 'version a list',
     script: 'check',
-    request: { source: source(), version: ['x'] },
+    request: { source: source(LOCKS), version: ['x'] },
     says: /version/,
   },
 );
@@ -264,19 +275,25 @@ cases.push(
   {
     name: 'nearly 1 MiB lock name',
     script: 'out',
-    request: { source: source(), params: { claim: 'x'.repeat(NEARLY_MB) } },
+    request: {
+      source: source(LOCKS),
+      params: { claim: 'x'.repeat(NEARLY_MB) },
+    },
     says: /claim.*255 bytes/,
   },
   {
     name: 'nearly 1 MiB duration',
     script: 'out',
-    request: { source: source(), params: { acquire: true, wait_timeout: '9'.repeat(NEARLY_MB) } },
+    request: {
+      source: source(LOCKS),
+      params: { acquire: true, wait_timeout: '9'.repeat(NEARLY_MB) },
+    },
     says: /wait_timeout/,
   },
   {
     name: 'nearly 1 MiB pool name',
     script: 'check',
-    request: { source: source({ pool: `.${'p'.repeat(NEARLY_MB)}` }) },
+    request: { source: source(LOCKS, { pool: `.${'p'.repeat(NEARLY_MB)}` }) },
     says: /pool/,
   },
   {
@@ -302,7 +319,9 @@ cases.push(
     name: '50,000 broken git_config entries',
     script: 'out',
     request: {
-      source: source({ git_config: Array.from({ length: 50_000 }, (_, i) => ({ name: i })) }),
+      source: source(LOCKS, {
+        git_config: Array.from({ length: 50_000 }, (_, i) => ({ name: i })),
+      }),
       params: { acquire: true },
     },
     says: /git_config/,
@@ -312,7 +331,7 @@ cases.push(
     script: 'out',
     request: {
       source: {
-        ...source({ pool: '../x' }),
+        ...source(LOCKS, { pool: '../x' }),
         ...Object.fromEntries(Array.from({ length: 40_000 }, (_, i) => [`extra_${i}`, i])),
       },
       params: { acquire: true },
@@ -326,19 +345,19 @@ cases.push(
   {
     name: 'a misspelled operation',
     script: 'out',
-    request: { source: source(), params: { aquire: true } },
+    request: { source: source(LOCKS), params: { aquire: true } },
     says: /^invalid payload \(missing acquire, release.*\n+invalid payload \(unknown params field "aquire" \(did you mean "acquire"\?\)\)$/m,
   },
   {
     name: 'a misspelled source field next to a missing one',
     script: 'check',
-    request: { source: { ...source({ branch: undefined }), retry_dealy: '1s' } },
+    request: { source: { ...source(LOCKS), branch: undefined, retry_dealy: '1s' } },
     says: /^invalid payload \(unknown source field "retry_dealy" \(did you mean "retry_delay"\?\)\)$/m,
   },
   {
     name: 'a misspelled top-level key',
     script: 'out',
-    request: { source: source(), parms: { acquire: true } },
+    request: { source: source(LOCKS), parms: { acquire: true } },
     says: /^invalid payload \(unknown request field "parms" \(did you mean "params"\?\)\)$/m,
   },
 );

@@ -7,13 +7,10 @@ import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript, tempDir } from '../helpers/run-script.js';
 import { lockStep } from '../helpers/steps.js';
 import { parseGoDuration } from '../../src/base/duration.js';
+import { source } from '../helpers/source.js';
 
 let repo: LockRepo;
 afterEach(async () => repo?.cleanup());
-
-function source() {
-  return { uri: repo.bare, branch: repo.branch, pool: 'pool', retry_delay: '100ms' };
-}
 
 /** The tip commit's message, and its trailers as git itself parses them. */
 async function tipRecord() {
@@ -70,7 +67,7 @@ describe('holder records on claiming commits', () => {
       const before = Date.now();
       const result = await runScript(
         'out',
-        { source: source(), params },
+        { source: source(repo), params },
         { args: [await lockStep('lock-a', '{"a":1}\n')], env: OLD_WORKER_ENV },
       );
       expect(result.code).toBe(0);
@@ -114,12 +111,12 @@ describe('holder records on claiming commits', () => {
   it('Waited says how long the put waited for the lock', async () => {
     repo = await createLockRepo({ pool: { claimed: ['lock-a'] } });
     const args = [await tempDir()];
-    const run = runScript('out', { source: source(), params: { acquire: true } }, { args });
+    const run = runScript('out', { source: source(repo), params: { acquire: true } }, { args });
     const holdMs = 1_500;
     await new Promise((resolve) => setTimeout(resolve, holdMs));
     const release = await runScript(
       'out',
-      { source: source(), params: { release: 'lock' } },
+      { source: source(repo), params: { release: 'lock' } },
       { args: [await lockStep('lock-a')] },
     );
     expect(release.code, release.stderr).toBe(0);
@@ -139,7 +136,7 @@ describe('holder records on claiming commits', () => {
     for (let round = 0; round < 2; round++) {
       const claimed = await runScript(
         'out',
-        { source: source(), params: { claim: 'lock-a' } },
+        { source: source(repo), params: { claim: 'lock-a' } },
         { args: [await tempDir()], env },
       );
       expect(claimed.code).toBe(0);
@@ -149,7 +146,7 @@ describe('holder records on claiming commits', () => {
       tokens.push(trailers['Claim-Token']!);
       const released = await runScript(
         'out',
-        { source: source(), params: { release: 'lock' } },
+        { source: source(repo), params: { release: 'lock' } },
         { args: [await lockStep('lock-a')], env },
       );
       expect(released.code).toBe(0);
@@ -161,7 +158,7 @@ describe('holder records on claiming commits', () => {
     repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
     const result = await runScript(
       'out',
-      { source: source(), params: { acquire: true } },
+      { source: source(repo), params: { acquire: true } },
       { args: [await tempDir()] },
     );
     expect(result.code).toBe(0);
@@ -175,7 +172,7 @@ describe('holder records on claiming commits', () => {
     repo = await createLockRepo({ pool: { claimed: ['lock-a'] } });
     const result = await runScript(
       'out',
-      { source: source(), params: { release: 'lock' } },
+      { source: source(repo), params: { release: 'lock' } },
       { args: [await lockStep('lock-a')], env: OLD_WORKER_ENV },
     );
     expect(result.code).toBe(0);
@@ -188,7 +185,7 @@ describe('holder records on claiming commits', () => {
     repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
     await runScript(
       'out',
-      { source: source(), params: { acquire: true } },
+      { source: source(repo), params: { acquire: true } },
       { args: [await tempDir()], env: OLD_WORKER_ENV },
     );
     const { message } = await tipRecord();

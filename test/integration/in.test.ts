@@ -7,6 +7,7 @@ import { startGitDaemon } from '../helpers/git-daemon.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { runCommand } from '../helpers/run-command.js';
 import { lockResponse, otherClone, refused, scratchDir, succeeded } from '../helpers/steps.js';
+import { source } from '../helpers/source.js';
 
 /** Metadata that is not text: NUL, invalid UTF-8, CRLF and no final newline. */
 const BINARY = Buffer.from([0x7b, 0x00, 0xff, 0xfe, 0x0d, 0x0a, 0x80, 0x7d]);
@@ -21,20 +22,13 @@ beforeEach(async () => {
 });
 afterEach(async () => repo.cleanup());
 
-const source = (extra: Record<string, unknown> = {}) => ({
-  uri: repo.bare,
-  branch: repo.branch,
-  pool: 'pool',
-  ...extra,
-});
-
 async function fetchLock(
   ref: string,
   options: { params?: Record<string, unknown>; source?: Record<string, unknown> } = {},
 ) {
   const dest = join(await scratchDir('pool-in-'), 'lock');
   const result = await runCommand('in', {
-    stdin: { source: source(options.source), version: { ref }, params: options.params ?? {} },
+    stdin: { source: source(repo, options.source), version: { ref }, params: options.params ?? {} },
     args: [dest],
   });
   return { result, dest };

@@ -4,13 +4,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { startGitDaemon } from '../helpers/git-daemon.js';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript, tempDir } from '../helpers/run-script.js';
+import { source } from '../helpers/source.js';
 
 let repo: LockRepo;
 afterEach(async () => repo?.cleanup());
-
-function source(extra: Record<string, unknown> = {}) {
-  return { uri: repo.bare, branch: repo.branch, pool: 'pool', retry_delay: '100ms', ...extra };
-}
 
 async function stepWith(name: string): Promise<string> {
   const src = await tempDir();
@@ -25,7 +22,7 @@ describe('out acquire → in → release', () => {
     const src = await tempDir();
     const acquired = await runScript(
       'out',
-      { source: source(), params: { acquire: true } },
+      { source: source(repo), params: { acquire: true } },
       { args: [src] },
     );
     expect(acquired.code).toBe(0);
@@ -44,14 +41,14 @@ describe('out acquire → in → release', () => {
     const dest = await tempDir();
     const fetched = await runScript(
       'in',
-      { source: source(), version: response.version },
+      { source: source(repo), version: response.version },
       { args: [dest] },
     );
     expect(fetched.code).toBe(0);
 
     const released = await runScript(
       'out',
-      { source: source(), params: { release: 'lock' } },
+      { source: source(repo), params: { release: 'lock' } },
       { args: [await stepWith('lock-a')] },
     );
     expect(released.code).toBe(0);
@@ -68,7 +65,7 @@ describe('over git daemon', () => {
       const src = await tempDir();
       const result = await runScript(
         'out',
-        { source: source({ uri: daemon.url(repo.bare) }), params: { acquire: true } },
+        { source: source(repo, { uri: daemon.url(repo.bare) }), params: { acquire: true } },
         { args: [src] },
       );
       expect(result.code).toBe(0);

@@ -14,6 +14,7 @@ import {
   OUT_BRANCHES,
   succeeded,
 } from '../helpers/steps.js';
+import { source } from '../helpers/source.js';
 
 const BUILD_ENV = {
   ATC_EXTERNAL_URL: 'https://ci.example.com',
@@ -52,18 +53,10 @@ describe.each(OUT_BRANCHES)('out $where', ({ branch, decoy }) => {
     await repo.cleanup();
   });
 
-  const source = (extra: Record<string, unknown> = {}) => ({
-    uri: repo.bare,
-    branch,
-    pool: 'pool',
-    retry_delay: '100ms',
-    ...extra,
-  });
-
   const out = async (params: Record<string, unknown>, src?: string, extra = {}) =>
     runScript(
       'out',
-      { source: source(extra), params },
+      { source: source(repo, extra), params },
       { args: [src ?? (await buildFolder())], env: BUILD_ENV },
     );
 
@@ -216,7 +209,7 @@ describe.each(OUT_BRANCHES)('out $where', ({ branch, decoy }) => {
     const src = await buildFolder({ held: { name: 'lock-c' } });
     const result = await runScript(
       'out',
-      { source: source(), params: { release: 'held' } },
+      { source: source(repo), params: { release: 'held' } },
       { args: [src], env: { ...BUILD_ENV, BUILD_URL: 'https://ci.example.com/builds/991' } },
     );
     succeeded(result);

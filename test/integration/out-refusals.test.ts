@@ -6,6 +6,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { runCommand } from '../helpers/run-command.js';
 import { buildFolder, refused, scratchDir } from '../helpers/steps.js';
+import { source } from '../helpers/source.js';
 
 let repo: LockRepo;
 let tip: string;
@@ -32,20 +33,12 @@ beforeEach(() => async () => {
   );
 });
 
-const source = (extra: Record<string, unknown> = {}) => ({
-  uri: repo.bare,
-  branch: 'master',
-  pool: 'pool',
-  retry_delay: '100ms',
-  ...extra,
-});
-
 async function out(
   params: Record<string, unknown>,
   options: { src?: string; source?: Record<string, unknown> } = {},
 ) {
   return runCommand('out', {
-    stdin: { source: source(options.source), params },
+    stdin: { source: source(repo, options.source), params },
     args: [options.src ?? (await buildFolder())],
   });
 }

@@ -19,6 +19,7 @@ import {
   type SilentServer,
   type StoppableRun,
 } from '../helpers/stopping.js';
+import { source } from '../helpers/source.js';
 
 let repo: LockRepo | undefined;
 let daemon: GitDaemon | undefined;
@@ -34,10 +35,6 @@ afterEach(async () => {
   await repo?.cleanup();
   repo = daemon = silent = undefined;
 });
-
-function source(uri: string, extra: Record<string, unknown> = {}) {
-  return { uri, branch: 'master', pool: 'pool', retry_delay: '100ms', ...extra };
-}
 
 async function start(
   request: unknown,

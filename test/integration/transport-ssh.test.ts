@@ -15,6 +15,7 @@ import {
 } from '../helpers/lock-cycle.js';
 import { runScript, startScript, type ScriptResult } from '../helpers/run-script.js';
 import { generateKey, startSshd, type KeyPair, type Sshd } from '../helpers/sshd.js';
+import { source as lockSource } from '../helpers/source.js';
 
 const exec = promisify(execFile);
 const PASSPHRASE = 'correct horse $battery "staple"';
@@ -42,18 +43,13 @@ afterAll(async () => {
   await rm(keysDir, { recursive: true, force: true });
 });
 
-function source(extra: Record<string, unknown> = {}) {
-  return {
-    uri: sshd.url(repo.bare),
-    branch: repo.branch,
-    pool: 'pool',
-    retry_delay: '100ms',
+const source = (extra: Record<string, unknown> = {}) =>
+  lockSource(sshd.url(repo.bare), {
     private_key: authorized.privateKey,
     // Pinned: without it, every run warns that it accepted the host key unchecked.
     known_hosts: sshd.knownHostsLine,
     ...extra,
-  };
-}
+  });
 
 async function check(extra: Record<string, unknown>, env: Record<string, string> = {}) {
   const result = await runScript('check', { source: source(extra) }, { env });
