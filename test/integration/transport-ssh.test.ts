@@ -16,6 +16,7 @@ import {
 import { runScript, startScript, type ScriptResult } from '../helpers/run-script.js';
 import { generateKey, startSshd, type KeyPair, type Sshd } from '../helpers/sshd.js';
 import { source as lockSource } from '../helpers/source.js';
+import { eventually } from '../helpers/eventually.js';
 
 const exec = promisify(execFile);
 const PASSPHRASE = 'correct horse $battery "staple"';
@@ -272,16 +273,7 @@ describe('forward_agent', () => {
   it('uses the agent at SSH_AUTH_SOCK when no private_key is configured', async () => {
     const socket = join(keysDir, 'agent.sock');
     agent = spawn('ssh-agent', ['-D', '-a', socket], { stdio: 'ignore' });
-    for (let i = 0; i < 100; i++) {
-      try {
-        await readdir(keysDir).then((names) => {
-          if (!names.includes('agent.sock')) throw new Error('not yet');
-        });
-        break;
-      } catch {
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-    }
+    await eventually(async () => (await readdir(keysDir)).includes('agent.sock'), 5_000);
     await exec('ssh-add', [authorized.path], { env: { ...process.env, SSH_AUTH_SOCK: socket } });
     const result = await check(
       { private_key: undefined, forward_agent: true },

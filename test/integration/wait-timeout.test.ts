@@ -4,7 +4,7 @@ import { rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
-import { runScript, tempDir } from '../helpers/run-script.js';
+import { runScript, startScript, tempDir } from '../helpers/run-script.js';
 import { lockStep } from '../helpers/steps.js';
 import { source } from '../helpers/source.js';
 
@@ -76,16 +76,16 @@ describe('params.wait_timeout', () => {
 
   it('does not get in the way when the lock frees up in time', async () => {
     repo = await createLockRepo({ pool: { claimed: ['lock-a'] } });
-    const running = runScript(
+    const running = startScript(
       'out',
       { source: source(repo), params: { claim: 'lock-a', wait_timeout: '30s' } },
       { args: [await tempDir()] },
     );
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    await running.waitForStderr(/waiting for lock/);
     await repo.commit('unclaiming: lock-a', async (work) => {
       await rename(join(work, 'pool/claimed/lock-a'), join(work, 'pool/unclaimed/lock-a'));
     });
-    const result = await running;
+    const result = await running.done;
     expect(result.code).toBe(0);
     expect(result.stderr).toContain('claimed!');
     expect(await repo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
