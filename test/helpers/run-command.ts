@@ -1,7 +1,9 @@
 // Runs check, in, out or pool in this process, over the same CommandContext `main` builds: the
 // request as a string, the log into a buffer, the system clock, then the exit tasks, as at the
 // end of a real run. For what needs no process of its own (refusals, parsing, check, in, simple
-// operations); stopping, pipes, packaging and the SSH relay go through run-script.ts instead.
+// operations); stopping, pipes, packaging and SSH (git's SSH program is the built one) go through
+// run-script.ts instead. Against an installed payload (POOL_RESOURCE_ASSETS, the image's tests
+// stage) the same calls run that payload's scripts, so they test what is installed.
 import { randomUUID } from 'node:crypto';
 import { runCheck } from '../../src/commands/check.js';
 import { IN_USAGE, runIn } from '../../src/commands/in.js';
@@ -11,6 +13,7 @@ import { Logger } from '../../src/base/logger.js';
 import { ConfigurationError } from '../../src/base/errors.js';
 import { reportFailure, systemClock } from '../../src/main.js';
 import type { CommandContext } from '../../src/run/context.js';
+import { runScript } from './run-script.js';
 
 export type CommandName = 'check' | 'in' | 'out' | 'pool';
 
@@ -27,30 +30,33 @@ export interface CommandOptions {
   env?: Record<string, string>;
 }
 
-const commands = {
+/** What `src/bin/*.ts` hands to `main` for each command. */
+interface Entry {
+  run: (ctx: CommandContext) => Promise<unknown>;
+  /** Said as the failure when there is no folder argument. */
+  usage?: string;
+  /** stdout's text (default: one JSON document). */
+  render?: (result: unknown) => string;
+}
+
+const commands: Record<CommandName, Entry> = {
   check: { run: runCheck },
   in: { run: runIn, usage: IN_USAGE },
   out: { run: runOut, usage: OUT_USAGE },
   pool: { run: runPool, render: (result: unknown) => String(result) },
-} satisfies Record<
-  CommandName,
-  {
-    run: (ctx: CommandContext) => Promise<unknown>;
-    usage?: string;
-    render?: (result: unknown) => string;
-  }
->;
+};
 
 export async function runCommand(
   name: CommandName,
   options: CommandOptions = {},
 ): Promise<CommandResult> {
-  const command: {
-    run: (ctx: CommandContext) => Promise<unknown>;
-    usage?: string;
-    render?: (result: unknown) => string;
-  } = commands[name];
+  const command = commands[name];
   const { stdin = '', args = [], env = {} } = options;
+  if (process.env.POOL_RESOURCE_ASSETS) {
+    const { code, stdout, stderr } = await runScript(name, stdin, { args: [...args], env });
+    if (code !== 0 && code !== 1) throw new Error(`${name} exited ${code}: ${stderr}`);
+    return { code, stdout, stderr };
+  }
   let stderr = '';
   const log = new Logger((text) => (stderr += text));
   const exitTasks: (() => Promise<void>)[] = [];
