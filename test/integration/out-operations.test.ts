@@ -14,7 +14,7 @@ import {
   OUT_BRANCHES,
   succeeded,
 } from '../helpers/steps.js';
-import { source } from '../helpers/source.js';
+import { source, source as lockSource } from '../helpers/source.js';
 
 const BUILD_ENV = {
   ATC_EXTERNAL_URL: 'https://ci.example.com',
@@ -227,7 +227,7 @@ describe('out and the implicit get after it', () => {
   afterEach(async () => repo.cleanup());
 
   it('works through a file:// URI with a lock name holding spaces and non-ASCII', async () => {
-    const source = { uri: `file://${repo.bare}`, branch: 'master', pool: 'pool' };
+    const source = lockSource(`file://${repo.bare}`);
     const claimed = await runCommand('out', {
       stdin: { source, params: { claim: 'lock a ü' } },
       args: [await buildFolder()],
