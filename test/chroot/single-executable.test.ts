@@ -73,6 +73,8 @@ describe('the single executable in a root filesystem without Node', () => {
     try {
       const source = lockSource(sshd.url(repo.bare), {
         private_key: key.privateKey,
+        // Pinned: without it, every run warns that it accepted the host key unchecked.
+        known_hosts: sshd.knownHostsLine,
       });
       await runLockCycle(source, repo, inside());
       // One login for each run that reached the server: its git commands shared it.

@@ -72,7 +72,9 @@ describe("the payload on Debian trixie's node and git", () => {
     const sshd = await startSshd([key.publicKey]);
     try {
       const uri = sshd.url(repo.bare);
-      await runLockCycle(source(uri, { private_key: key.privateKey }), repo, inside());
+      // Pinned: without it, every run warns that it accepted the host key unchecked.
+      const pinned = { private_key: key.privateKey, known_hosts: sshd.knownHostsLine };
+      await runLockCycle(source(uri, pinned), repo, inside());
     } finally {
       await sshd.stop();
     }
