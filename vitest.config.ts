@@ -1,8 +1,21 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * Files that assert sub-second timings (a stop within 1 s, EOF within 1 s of a signal): they run
+ * after everything else, one file at a time, so no concurrent suite shares the two cores with
+ * them and a slow machine does not fail them for the wrong reason.
+ */
+const TIMING = [
+  'test/integration/stopping.test.ts',
+  'test/integration/stdin.test.ts',
+  'test/integration/out-line.test.ts',
+  'test/integration/pool-cli.test.ts',
+  'test/integration/transport-lifecycle.test.ts',
+  'test/chroot/**/*.test.ts',
+];
+
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     // Rebuilds a dist/ older than src/ before any test spawns assets/* (test/stale-build.ts).
     globalSetup: ['test/stale-build.ts'],
     testTimeout: 60_000,
@@ -11,5 +24,20 @@ export default defineConfig({
     maxWorkers: 2,
     // `--tags-filter=soak` runs only the soak test (size from SOAK_ROUNDS), `--tags-filter='!soak'` skips it.
     tags: [{ name: 'soak', description: 'many workers over few locks through the real scripts' }],
+    projects: [
+      {
+        extends: true,
+        test: { name: 'suite', include: ['test/**/*.test.ts'], exclude: TIMING },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'timing',
+          include: TIMING,
+          sequence: { groupOrder: 1 },
+          fileParallelism: false,
+        },
+      },
+    ],
   },
 });

@@ -137,7 +137,7 @@ export async function main(command: Command, options: MainOptions = {}): Promise
   });
 }
 
-function reportFailure(log: Logger, error: unknown): void {
+export function reportFailure(log: Logger, error: unknown): void {
   if (error instanceof ConfigurationError) {
     for (const line of error.lines) log.error(line);
     return;

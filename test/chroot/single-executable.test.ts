@@ -14,6 +14,7 @@ import { extractRootfs, type Rootfs } from '../helpers/rootfs.js';
 import { runScript, startScript } from '../helpers/run-script.js';
 import { generateKey, startSshd } from '../helpers/sshd.js';
 import { stop } from '../helpers/stopping.js';
+import { source as lockSource } from '../helpers/source.js';
 
 /** Where the executable and its links live inside the root filesystem. */
 const INSTALLED = '/opt/resource';
@@ -59,7 +60,7 @@ describe('the single executable in a root filesystem without Node', () => {
 
   it('checks, acquires, fetches and releases a lock through its links', async () => {
     repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
-    const source = { uri: repo.bare, branch: repo.branch, pool: 'pool', retry_delay: '100ms' };
+    const source = lockSource(repo);
     await runLockCycle(source, repo, inside());
   });
 
@@ -70,14 +71,11 @@ describe('the single executable in a root filesystem without Node', () => {
     const key = await generateKey(keys, 'deploy', { type: 'ed25519' });
     const sshd = await startSshd([key.publicKey]);
     try {
-      const source = {
-        uri: sshd.url(repo.bare),
-        branch: repo.branch,
-        pool: 'pool',
-        retry_delay: '100ms',
+      const source = lockSource(sshd.url(repo.bare), {
         private_key: key.privateKey,
+        // Pinned: without it, every run warns that it accepted the host key unchecked.
         known_hosts: sshd.knownHostsLine,
-      };
+      });
       await runLockCycle(source, repo, inside());
       // One login for each run that reached the server: its git commands shared it.
       expect(sshd.log()).toMatch(/Accepted publickey/);
@@ -121,7 +119,7 @@ describe('the single executable in a root filesystem without Node', () => {
   it('ends a put waiting for a lock within 1 s of SIGTERM, leaving nothing behind', async () => {
     repo = await createLockRepo({ pool: { claimed: ['lock-a'] } });
     const before = await repo.tip();
-    const source = { uri: repo.bare, branch: repo.branch, pool: 'pool', retry_delay: '100ms' };
+    const source = lockSource(repo);
     const build = await mkdtemp(join(repo.root, 'put-'));
     // The run's own TMPDIR inside the root filesystem marks every process it starts.
     const runTmp = await mkdtemp(join(rootfs.path, 'tmp', 'run-'));

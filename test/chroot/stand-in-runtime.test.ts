@@ -16,6 +16,7 @@ import { extractRootfs, type Rootfs } from '../helpers/rootfs.js';
 import { runScript, startScript } from '../helpers/run-script.js';
 import { generateKey, startSshd } from '../helpers/sshd.js';
 import { stop } from '../helpers/stopping.js';
+import { source } from '../helpers/source.js';
 
 const INSTALLED = '/opt/resource';
 const ENV = { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: '/root' };
@@ -39,10 +40,6 @@ afterEach(async () => {
 
 function inside(extra: { args?: string[] } = {}) {
   return { assets: INSTALLED, prefix: rootfs.prefix(repo ? [repo.root] : []), env: ENV, ...extra };
-}
-
-function source(uri: string, extra: Record<string, unknown> = {}) {
-  return { uri, branch: repo!.branch, pool: 'pool', retry_delay: '100ms', ...extra };
 }
 
 describe("the payload on Debian trixie's node and git", () => {
@@ -75,6 +72,7 @@ describe("the payload on Debian trixie's node and git", () => {
     const sshd = await startSshd([key.publicKey]);
     try {
       const uri = sshd.url(repo.bare);
+      // Pinned: without it, every run warns that it accepted the host key unchecked.
       const pinned = { private_key: key.privateKey, known_hosts: sshd.knownHostsLine };
       await runLockCycle(source(uri, pinned), repo, inside());
     } finally {

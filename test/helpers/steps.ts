@@ -5,7 +5,6 @@ import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { expect, onTestFinished } from 'vitest';
 import { git, type LockRepo } from './lock-repo.js';
-import type { ScriptResult } from './run-script.js';
 import { tempDir } from './run-script.js';
 
 /** A temporary folder removed when the current test finishes (call it inside a test). */
@@ -75,8 +74,11 @@ export async function lockFile(
   });
 }
 
+/** What both a spawned script and an in-process command report. */
+type RunResult = { code: number | null; stdout: string; stderr: string };
+
 /** A run that succeeded: exit 0 and exactly one JSON document on stdout. */
-export function succeeded(result: ScriptResult): unknown {
+export function succeeded(result: RunResult): unknown {
   expect(result.code, result.stderr).toBe(0);
   expect(result.stdout.endsWith('\n')).toBe(true);
   expect(result.stdout.trim().split('\n')).toHaveLength(1);
@@ -84,7 +86,7 @@ export function succeeded(result: ScriptResult): unknown {
 }
 
 /** A run that was refused: exit 1, nothing on stdout, a message and no stack trace on stderr. */
-export function refused(result: ScriptResult, message: string | RegExp): void {
+export function refused(result: RunResult, message: string | RegExp): void {
   expect(result.code, result.stderr).toBe(1);
   expect(result.stdout).toBe('');
   expect(result.stderr).toMatch(typeof message === 'string' ? escape(message) : message);

@@ -1,10 +1,13 @@
-// Bad input of every kind, through the real scripts: exit 1, nothing on stdout, a short message
-// naming the field, no stack trace, and a lock repository whose refs did not move.
+// Bad input of every kind: exit 1, nothing on stdout, a short message naming the field, no stack
+// trace, and a lock repository whose refs did not move. Run in-process (run-command.ts), except
+// what only the process sees: the cap on the bytes read from stdin.
 import { mkdir, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
+import { runCommand } from '../helpers/run-command.js';
 import { runScript, tempDir } from '../helpers/run-script.js';
+import { source } from '../helpers/source.js';
 
 let repo: LockRepo;
 /** Build folder with step folders for every kind of broken step. */
@@ -46,10 +49,6 @@ async function refs(): Promise<string> {
 /** Cases are listed before the repository exists: its path is filled in when a case runs. */
 const LOCKS = '@LOCK_REPOSITORY@';
 
-function source(extra: Record<string, unknown> = {}) {
-  return { uri: LOCKS, branch: 'master', pool: 'pool', retry_delay: '50ms', ...extra };
-}
-
 function requestText(request: unknown): string {
   if (typeof request === 'string') return request;
   return JSON.stringify(request).replaceAll(LOCKS, repo.bare);
@@ -66,16 +65,22 @@ interface Case {
   says: RegExp;
   /** Override the script's argument (SRC / DEST); `null` for none at all. */
   args?: string[] | null;
+  /** Run as a process: what is refused is the reading of stdin itself. */
+  spawned?: boolean;
 }
 
 const scripts: Script[] = ['check', 'in', 'out'];
 /** A valid request for each script, to which one broken part is added. */
 const base = (script: Script, extra: Record<string, unknown> = {}) =>
   script === 'check'
-    ? { source: source(), ...extra }
+    ? { source: source(LOCKS), ...extra }
     : script === 'in'
-      ? { source: source(), version: { ref: 'a'.repeat(40) }, ...extra }
-      : { source: source(), params: { acquire: true }, ...extra };
+      ? {
+          source: source(LOCKS),
+          version: { ref: 'a'.repeat(40) },
+          ...extra,
+        }
+      : { source: source(LOCKS), params: { acquire: true }, ...extra };
 
 const cases: Case[] = [];
 
@@ -136,7 +141,7 @@ for (const script of scripts) {
     cases.push({
       name,
       script,
-      request: { ...base(script), source: { ...source(), ...change } },
+      request: { ...base(script), source: { ...source(LOCKS), ...change } },
       says,
     });
   }
@@ -189,12 +194,17 @@ const outCases: [string, unknown, RegExp, string[]?][] = [
   ['add without metadata', { add: 'no-metadata' }, /add.*metadata/],
 ];
 for (const [name, params, says] of outCases) {
-  cases.push({ name, script: 'out', request: { source: source(), params }, says });
+  cases.push({
+    name,
+    script: 'out',
+    request: { source: source(LOCKS), params },
+    says,
+  });
 }
 cases.push({
   name: 'no SRC argument',
   script: 'out',
-  request: { source: source(), params: { acquire: true } },
+  request: { source: source(LOCKS), params: { acquire: true } },
   says: /usage: out/,
   args: null,
 });
@@ -214,7 +224,12 @@ const inVersions: [string, unknown, RegExp][] = [
   ['ref not on the branch', { ref: 'deadbeefdeadbeefdeadbeefdeadbeefdeadbeef' }, /version/],
 ];
 for (const [name, version, says] of inVersions) {
-  cases.push({ name, script: 'in', request: { source: source(), version }, says });
+  cases.push({
+    name,
+    script: 'in',
+    request: { source: source(LOCKS), version },
+    says,
+  });
 }
 cases.push(
   {
@@ -242,13 +257,13 @@ cases.push(
     // check takes such a ref as an unknown version (check.test.ts); in refuses it.
     name: 'ref an option',
     script: 'in',
-    request: { source: source(), version: { ref: '--all' } },
+    request: { source: source(LOCKS), version: { ref: '--all' } },
     says: /version.ref/,
   },
   {
     name: 'version a list',
     script: 'check',
-    request: { source: source(), version: ['x'] },
+    request: { source: source(LOCKS), version: ['x'] },
     says: /version/,
   },
 );
@@ -260,19 +275,25 @@ cases.push(
   {
     name: 'nearly 1 MiB lock name',
     script: 'out',
-    request: { source: source(), params: { claim: 'x'.repeat(NEARLY_MB) } },
+    request: {
+      source: source(LOCKS),
+      params: { claim: 'x'.repeat(NEARLY_MB) },
+    },
     says: /claim.*255 bytes/,
   },
   {
     name: 'nearly 1 MiB duration',
     script: 'out',
-    request: { source: source(), params: { acquire: true, wait_timeout: '9'.repeat(NEARLY_MB) } },
+    request: {
+      source: source(LOCKS),
+      params: { acquire: true, wait_timeout: '9'.repeat(NEARLY_MB) },
+    },
     says: /wait_timeout/,
   },
   {
     name: 'nearly 1 MiB pool name',
     script: 'check',
-    request: { source: source({ pool: `.${'p'.repeat(NEARLY_MB)}` }) },
+    request: { source: source(LOCKS, { pool: `.${'p'.repeat(NEARLY_MB)}` }) },
     says: /pool/,
   },
   {
@@ -286,6 +307,7 @@ cases.push(
     script,
     request: base(script, { padding: 'x'.repeat(5 * MB) }),
     says: /^invalid payload \(the request on stdin is larger than 1 MiB\)$/m,
+    spawned: true,
   })),
   {
     name: 'deeply nested JSON',
@@ -297,7 +319,9 @@ cases.push(
     name: '50,000 broken git_config entries',
     script: 'out',
     request: {
-      source: source({ git_config: Array.from({ length: 50_000 }, (_, i) => ({ name: i })) }),
+      source: source(LOCKS, {
+        git_config: Array.from({ length: 50_000 }, (_, i) => ({ name: i })),
+      }),
       params: { acquire: true },
     },
     says: /git_config/,
@@ -307,7 +331,7 @@ cases.push(
     script: 'out',
     request: {
       source: {
-        ...source({ pool: '../x' }),
+        ...source(LOCKS, { pool: '../x' }),
         ...Object.fromEntries(Array.from({ length: 40_000 }, (_, i) => [`extra_${i}`, i])),
       },
       params: { acquire: true },
@@ -321,19 +345,19 @@ cases.push(
   {
     name: 'a misspelled operation',
     script: 'out',
-    request: { source: source(), params: { aquire: true } },
+    request: { source: source(LOCKS), params: { aquire: true } },
     says: /^invalid payload \(missing acquire, release.*\n+invalid payload \(unknown params field "aquire" \(did you mean "acquire"\?\)\)$/m,
   },
   {
     name: 'a misspelled source field next to a missing one',
     script: 'check',
-    request: { source: { ...source({ branch: undefined }), retry_dealy: '1s' } },
+    request: { source: { ...source(LOCKS), branch: undefined, retry_dealy: '1s' } },
     says: /^invalid payload \(unknown source field "retry_dealy" \(did you mean "retry_delay"\?\)\)$/m,
   },
   {
     name: 'a misspelled top-level key',
     script: 'out',
-    request: { source: source(), parms: { acquire: true } },
+    request: { source: source(LOCKS), parms: { acquire: true } },
     says: /^invalid payload \(unknown request field "parms" \(did you mean "params"\?\)\)$/m,
   },
 );
@@ -344,7 +368,9 @@ describe.concurrent('bad input', () => {
     async (c, ctx) => {
       const before = await refs();
       const args = c.args === null ? [] : (c.args ?? [c.script === 'out' ? src : dest]);
-      const result = await runScript(c.script, requestText(c.request), { args });
+      const result = c.spawned
+        ? await runScript(c.script, requestText(c.request), { args })
+        : await runCommand(c.script, { stdin: requestText(c.request), args });
       ctx.expect(result.code, result.stderr).toBe(1);
       ctx.expect(result.stdout).toBe('');
       const lines = result.stderr.trimEnd().split('\n');

@@ -1,10 +1,11 @@
-// `check` run as Concourse runs it: the commits that touched the pool, oldest first.
+// `check` with the request Concourse sends (in-process): the commits that touched the pool,
+// oldest first.
 import { access, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGitDaemon } from '../helpers/git-daemon.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
-import { runScript } from '../helpers/run-script.js';
+import { runCommand } from '../helpers/run-command.js';
 import { otherClone, refused, succeeded } from '../helpers/steps.js';
 
 let repo: LockRepo;
@@ -33,9 +34,11 @@ beforeAll(async () => {
 afterAll(async () => repo.cleanup());
 
 async function check(version?: { ref: string } | null, extra: Record<string, unknown> = {}) {
-  const result = await runScript('check', {
-    source: { uri: repo.bare, branch: repo.branch, pool: 'pool', ...extra },
-    ...(version === undefined ? {} : { version }),
+  const result = await runCommand('check', {
+    stdin: {
+      source: { uri: repo.bare, branch: repo.branch, pool: 'pool', ...extra },
+      ...(version === undefined ? {} : { version }),
+    },
   });
   return result;
 }

@@ -11,6 +11,7 @@ import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { consistencyProblems } from '../helpers/pool-invariants.js';
 import { runScript, startScript, tempDir, type ScriptResult } from '../helpers/run-script.js';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
+import { source } from '../helpers/source.js';
 
 // Most of these tests spend their time waiting (backoff, timeouts), so they run side by side,
 // each with its own repository, daemon and proxy, removed when it finishes.
@@ -33,10 +34,6 @@ async function tcpProxy(ctx: TestContext, port: number): Promise<TcpProxy> {
   const proxy = await startTcpProxy(port);
   ctx.onTestFinished(() => proxy.stop());
   return proxy;
-}
-
-function source(uri: string, extra: Record<string, unknown> = {}) {
-  return { uri, branch: 'master', pool: 'pool', retry_delay: '100ms', ...extra };
 }
 
 async function step(name: string, metadata?: Buffer | string): Promise<string> {

@@ -7,13 +7,10 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript, startScript, tempDir } from '../helpers/run-script.js';
+import { source } from '../helpers/source.js';
 
 let repo: LockRepo;
 afterEach(async () => repo?.cleanup());
-
-function source(extra: Record<string, unknown> = {}) {
-  return { uri: repo.bare, branch: repo.branch, pool: 'pool', retry_delay: '50ms', ...extra };
-}
 
 /** Commits in the working clone with a chosen author date, without pushing. */
 async function commitAt(message: string, date: string, change: (work: string) => Promise<void>) {
@@ -38,7 +35,7 @@ function waitingLines(stderr: string): string[] {
 async function claimAs(buildUrl: string, params: Record<string, unknown>) {
   const result = await runScript(
     'out',
-    { source: source(), params },
+    { source: source(repo, { retry_delay: '50ms' }), params },
     { args: [await tempDir()], env: { BUILD_URL: buildUrl } },
   );
   expect(result.code).toBe(0);
@@ -46,7 +43,11 @@ async function claimAs(buildUrl: string, params: Record<string, unknown>) {
 
 /** Runs a put until its first waiting line, then stops it as Concourse would (SIGTERM). */
 async function untilWaiting(params: Record<string, unknown>, src: string) {
-  const running = startScript('out', { source: source(), params }, { args: [src] });
+  const running = startScript(
+    'out',
+    { source: source(repo, { retry_delay: '50ms' }), params },
+    { args: [src] },
+  );
   await running.waitForStderr(/waiting for lock/);
   running.child.kill('SIGTERM');
   const result = await running.done;
@@ -117,7 +118,7 @@ describe('holder-aware waiting progress', () => {
     const started = Date.now();
     const running = startScript(
       'out',
-      { source: source(), params: { claim: 'lock-a' } },
+      { source: source(repo, { retry_delay: '50ms' }), params: { claim: 'lock-a' } },
       { args: [await tempDir()] },
     );
     await running.waitForStderr(/waiting for lock/);
@@ -172,7 +173,10 @@ describe('holder-aware waiting progress', () => {
     await claimAs('https://ci/builds/2', { claim: 'b' });
     const running = startScript(
       'out',
-      { source: source(), params: { acquire: true, wait_timeout: '20s' } },
+      {
+        source: source(repo, { retry_delay: '50ms' }),
+        params: { acquire: true, wait_timeout: '20s' },
+      },
       { args: [await tempDir()], env: { BUILD_URL: 'https://ci/builds/3' } },
     );
     await running.waitForStderr(/waiting for lock: .*2 claimed/);
@@ -184,7 +188,7 @@ describe('holder-aware waiting progress', () => {
     const src = await stepWith('c', '{}\n');
     const added = await runScript(
       'out',
-      { source: source(), params: { add_claimed: 'lock' } },
+      { source: source(repo, { retry_delay: '50ms' }), params: { add_claimed: 'lock' } },
       { args: [src], env: { BUILD_URL: 'https://ci/builds/4' } },
     );
     expect(added.code).toBe(0);
@@ -193,7 +197,7 @@ describe('holder-aware waiting progress', () => {
     // Then "b" is released: the waiting put takes it.
     const released = await runScript(
       'out',
-      { source: source(), params: { release: 'lock' } },
+      { source: source(repo, { retry_delay: '50ms' }), params: { release: 'lock' } },
       { args: [await stepWith('b')] },
     );
     expect(released.code).toBe(0);

@@ -4,16 +4,14 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
-import { runScript, tempDir } from '../helpers/run-script.js';
+import { runCommand } from '../helpers/run-command.js';
+import { tempDir } from '../helpers/run-script.js';
 import { lockStep } from '../helpers/steps.js';
 import { parseGoDuration } from '../../src/base/duration.js';
+import { source } from '../helpers/source.js';
 
 let repo: LockRepo;
 afterEach(async () => repo?.cleanup());
-
-function source() {
-  return { uri: repo.bare, branch: repo.branch, pool: 'pool', retry_delay: '100ms' };
-}
 
 /** The tip commit's message, and its trailers as git itself parses them. */
 async function tipRecord() {
@@ -68,11 +66,11 @@ describe('holder records on claiming commits', () => {
     it(`${operation}: subject, Build URL line and holder trailers; metadata unchanged`, async () => {
       repo = await createLockRepo({ pool: seed });
       const before = Date.now();
-      const result = await runScript(
-        'out',
-        { source: source(), params },
-        { args: [await lockStep('lock-a', '{"a":1}\n')], env: OLD_WORKER_ENV },
-      );
+      const result = await runCommand('out', {
+        stdin: { source: source(repo), params },
+        args: [await lockStep('lock-a', '{"a":1}\n')],
+        env: OLD_WORKER_ENV,
+      });
       expect(result.code).toBe(0);
       expect(JSON.parse(result.stdout).metadata).toEqual([
         { name: 'lock_name', value: 'lock-a' },
@@ -114,14 +112,16 @@ describe('holder records on claiming commits', () => {
   it('Waited says how long the put waited for the lock', async () => {
     repo = await createLockRepo({ pool: { claimed: ['lock-a'] } });
     const args = [await tempDir()];
-    const run = runScript('out', { source: source(), params: { acquire: true } }, { args });
+    const run = runCommand('out', {
+      stdin: { source: source(repo), params: { acquire: true } },
+      args,
+    });
     const holdMs = 1_500;
     await new Promise((resolve) => setTimeout(resolve, holdMs));
-    const release = await runScript(
-      'out',
-      { source: source(), params: { release: 'lock' } },
-      { args: [await lockStep('lock-a')] },
-    );
+    const release = await runCommand('out', {
+      stdin: { source: source(repo), params: { release: 'lock' } },
+      args: [await lockStep('lock-a')],
+    });
     expect(release.code, release.stderr).toBe(0);
     const acquired = await run;
     expect(acquired.code, acquired.stderr).toBe(0);
@@ -137,21 +137,21 @@ describe('holder records on claiming commits', () => {
     const env = { ...OLD_WORKER_ENV, BUILD_URL: 'https://ci.example.com/builds/4711' };
     const tokens: string[] = [];
     for (let round = 0; round < 2; round++) {
-      const claimed = await runScript(
-        'out',
-        { source: source(), params: { claim: 'lock-a' } },
-        { args: [await tempDir()], env },
-      );
+      const claimed = await runCommand('out', {
+        stdin: { source: source(repo), params: { claim: 'lock-a' } },
+        args: [await tempDir()],
+        env,
+      });
       expect(claimed.code).toBe(0);
       const { message, trailers } = await tipRecord();
       expect(message).toContain('\nBuild URL: https://ci.example.com/builds/4711\n');
       expect(trailers['Claimed-By']).toBe('https://ci.example.com/builds/4711');
       tokens.push(trailers['Claim-Token']!);
-      const released = await runScript(
-        'out',
-        { source: source(), params: { release: 'lock' } },
-        { args: [await lockStep('lock-a')], env },
-      );
+      const released = await runCommand('out', {
+        stdin: { source: source(repo), params: { release: 'lock' } },
+        args: [await lockStep('lock-a')],
+        env,
+      });
       expect(released.code).toBe(0);
     }
     expect(new Set(tokens).size).toBe(2);
@@ -159,11 +159,10 @@ describe('holder records on claiming commits', () => {
 
   it('says "unknown" without build variables, and leaves out the Build-* trailers', async () => {
     repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
-    const result = await runScript(
-      'out',
-      { source: source(), params: { acquire: true } },
-      { args: [await tempDir()] },
-    );
+    const result = await runCommand('out', {
+      stdin: { source: source(repo), params: { acquire: true } },
+      args: [await tempDir()],
+    });
     expect(result.code).toBe(0);
     const { message, trailers } = await tipRecord();
     expect(message.split('\n').slice(0, 3)).toEqual(['claiming: lock-a', '', 'Build URL: unknown']);
@@ -173,11 +172,11 @@ describe('holder records on claiming commits', () => {
 
   it('keeps releasing and other commits as the reference wrote them: no holder trailers', async () => {
     repo = await createLockRepo({ pool: { claimed: ['lock-a'] } });
-    const result = await runScript(
-      'out',
-      { source: source(), params: { release: 'lock' } },
-      { args: [await lockStep('lock-a')], env: OLD_WORKER_ENV },
-    );
+    const result = await runCommand('out', {
+      stdin: { source: source(repo), params: { release: 'lock' } },
+      args: [await lockStep('lock-a')],
+      env: OLD_WORKER_ENV,
+    });
     expect(result.code).toBe(0);
     const { message, trailers } = await tipRecord();
     expect(message.trimEnd()).toBe(`unclaiming: lock-a\n\nBuild URL: ${BUILT_URL}`);
@@ -186,11 +185,11 @@ describe('holder records on claiming commits', () => {
 
   it('git interpret-trailers reads the same record', async () => {
     repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
-    await runScript(
-      'out',
-      { source: source(), params: { acquire: true } },
-      { args: [await tempDir()], env: OLD_WORKER_ENV },
-    );
+    await runCommand('out', {
+      stdin: { source: source(repo), params: { acquire: true } },
+      args: [await tempDir()],
+      env: OLD_WORKER_ENV,
+    });
     const { message } = await tipRecord();
     const dir = await tempDir();
     await writeFile(join(dir, 'message'), message);

@@ -1,12 +1,13 @@
-// `in` run as Concourse runs it: the lock a version's commit is about, written byte for byte, and
-// the refusal to hand out a claim that was given up since.
+// `in` with the request Concourse sends (in-process): the lock a version's commit is about,
+// written byte for byte, and the refusal to hand out a claim that was given up since.
 import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startGitDaemon } from '../helpers/git-daemon.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
-import { runScript } from '../helpers/run-script.js';
+import { runCommand } from '../helpers/run-command.js';
 import { lockResponse, otherClone, refused, scratchDir, succeeded } from '../helpers/steps.js';
+import { source } from '../helpers/source.js';
 
 /** Metadata that is not text: NUL, invalid UTF-8, CRLF and no final newline. */
 const BINARY = Buffer.from([0x7b, 0x00, 0xff, 0xfe, 0x0d, 0x0a, 0x80, 0x7d]);
@@ -21,23 +22,15 @@ beforeEach(async () => {
 });
 afterEach(async () => repo.cleanup());
 
-const source = (extra: Record<string, unknown> = {}) => ({
-  uri: repo.bare,
-  branch: repo.branch,
-  pool: 'pool',
-  ...extra,
-});
-
 async function fetchLock(
   ref: string,
   options: { params?: Record<string, unknown>; source?: Record<string, unknown> } = {},
 ) {
   const dest = join(await scratchDir('pool-in-'), 'lock');
-  const result = await runScript(
-    'in',
-    { source: source(options.source), version: { ref }, params: options.params ?? {} },
-    { args: [dest] },
-  );
+  const result = await runCommand('in', {
+    stdin: { source: source(repo, options.source), version: { ref }, params: options.params ?? {} },
+    args: [dest],
+  });
   return { result, dest };
 }
 

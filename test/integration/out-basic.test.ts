@@ -3,14 +3,12 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startGitDaemon } from '../helpers/git-daemon.js';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
-import { runScript, tempDir } from '../helpers/run-script.js';
+import { runCommand } from '../helpers/run-command.js';
+import { tempDir } from '../helpers/run-script.js';
+import { source } from '../helpers/source.js';
 
 let repo: LockRepo;
 afterEach(async () => repo?.cleanup());
-
-function source(extra: Record<string, unknown> = {}) {
-  return { uri: repo.bare, branch: repo.branch, pool: 'pool', retry_delay: '100ms', ...extra };
-}
 
 async function stepWith(name: string): Promise<string> {
   const src = await tempDir();
@@ -23,11 +21,10 @@ describe('out acquire → in → release', () => {
   it('claims a lock, fetches it, and gives it back', async () => {
     repo = await createLockRepo({ pool: { unclaimed: { 'lock-a': '{"env":"a"}\n' } } });
     const src = await tempDir();
-    const acquired = await runScript(
-      'out',
-      { source: source(), params: { acquire: true } },
-      { args: [src] },
-    );
+    const acquired = await runCommand('out', {
+      stdin: { source: source(repo), params: { acquire: true } },
+      args: [src],
+    });
     expect(acquired.code).toBe(0);
     const response = JSON.parse(acquired.stdout);
     expect(response).toEqual({
@@ -42,18 +39,16 @@ describe('out acquire → in → release', () => {
     expect(await repo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
 
     const dest = await tempDir();
-    const fetched = await runScript(
-      'in',
-      { source: source(), version: response.version },
-      { args: [dest] },
-    );
+    const fetched = await runCommand('in', {
+      stdin: { source: source(repo), version: response.version },
+      args: [dest],
+    });
     expect(fetched.code).toBe(0);
 
-    const released = await runScript(
-      'out',
-      { source: source(), params: { release: 'lock' } },
-      { args: [await stepWith('lock-a')] },
-    );
+    const released = await runCommand('out', {
+      stdin: { source: source(repo), params: { release: 'lock' } },
+      args: [await stepWith('lock-a')],
+    });
     expect(released.code).toBe(0);
     expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
     expect((await repo.subjects()).slice(0, 2)).toEqual(['unclaiming: lock-a', 'claiming: lock-a']);
@@ -66,11 +61,10 @@ describe('over git daemon', () => {
     const daemon = await startGitDaemon(repo.root);
     try {
       const src = await tempDir();
-      const result = await runScript(
-        'out',
-        { source: source({ uri: daemon.url(repo.bare) }), params: { acquire: true } },
-        { args: [src] },
-      );
+      const result = await runCommand('out', {
+        stdin: { source: source(repo, { uri: daemon.url(repo.bare) }), params: { acquire: true } },
+        args: [src],
+      });
       expect(result.code).toBe(0);
       expect(await repo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
     } finally {

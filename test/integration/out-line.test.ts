@@ -9,6 +9,7 @@ import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { startScript, type RunningScript, type ScriptResult } from '../helpers/run-script.js';
 import { stop } from '../helpers/stopping.js';
 import { buildFolder, otherClone, refused } from '../helpers/steps.js';
+import { source } from '../helpers/source.js';
 
 let repo: LockRepo;
 let daemon: GitDaemon;
@@ -30,14 +31,6 @@ afterEach(async () => {
   expect(await lineRefs()).toEqual([]);
 });
 
-const source = (extra: Record<string, unknown> = {}) => ({
-  uri: daemon.url(repo.bare),
-  branch: 'master',
-  pool: 'pool',
-  retry_delay: '1s',
-  ...extra,
-});
-
 /** The waiting line's refs on the remote. */
 async function lineRefs(): Promise<string[]> {
   const out = await git(repo.bare, 'for-each-ref', '--format=%(refname)', 'refs/pool-resource/');
@@ -47,7 +40,10 @@ async function lineRefs(): Promise<string[]> {
 async function acquire(build: string, params: Record<string, unknown> = {}, extra = {}) {
   const run = startScript(
     'out',
-    { source: source(extra), params: { acquire: true, ...params } },
+    {
+      source: source(daemon.url(repo.bare), { retry_delay: '1s', ...extra }),
+      params: { acquire: true, ...params },
+    },
     { args: [await buildFolder()], env: { BUILD_URL: `https://ci/builds/${build}` } },
   );
   await run.waitForStderr(/waiting in line|waiting without a place/, 20_000);

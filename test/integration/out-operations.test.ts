@@ -4,7 +4,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
-import { runScript } from '../helpers/run-script.js';
+import { runCommand } from '../helpers/run-command.js';
 import {
   buildFolder,
   commitInfo,
@@ -14,6 +14,7 @@ import {
   OUT_BRANCHES,
   succeeded,
 } from '../helpers/steps.js';
+import { source, source as lockSource } from '../helpers/source.js';
 
 const BUILD_ENV = {
   ATC_EXTERNAL_URL: 'https://ci.example.com',
@@ -52,20 +53,12 @@ describe.each(OUT_BRANCHES)('out $where', ({ branch, decoy }) => {
     await repo.cleanup();
   });
 
-  const source = (extra: Record<string, unknown> = {}) => ({
-    uri: repo.bare,
-    branch,
-    pool: 'pool',
-    retry_delay: '100ms',
-    ...extra,
-  });
-
   const out = async (params: Record<string, unknown>, src?: string, extra = {}) =>
-    runScript(
-      'out',
-      { source: source(extra), params },
-      { args: [src ?? (await buildFolder())], env: BUILD_ENV },
-    );
+    runCommand('out', {
+      stdin: { source: source(repo, extra), params },
+      args: [src ?? (await buildFolder())],
+      env: BUILD_ENV,
+    });
 
   it('acquire: claims an unclaimed lock in one commit', async () => {
     const result = await out({ acquire: true });
@@ -214,11 +207,11 @@ describe.each(OUT_BRANCHES)('out $where', ({ branch, decoy }) => {
 
   it('writes the Build URL that Concourse gives in BUILD_URL', async () => {
     const src = await buildFolder({ held: { name: 'lock-c' } });
-    const result = await runScript(
-      'out',
-      { source: source(), params: { release: 'held' } },
-      { args: [src], env: { ...BUILD_ENV, BUILD_URL: 'https://ci.example.com/builds/991' } },
-    );
+    const result = await runCommand('out', {
+      stdin: { source: source(repo), params: { release: 'held' } },
+      args: [src],
+      env: { ...BUILD_ENV, BUILD_URL: 'https://ci.example.com/builds/991' },
+    });
     succeeded(result);
     expect((await commitInfo(repo, await repo.tip())).body).toBe(
       'unclaiming: lock-c\n\nBuild URL: https://ci.example.com/builds/991\n',
@@ -234,27 +227,27 @@ describe('out and the implicit get after it', () => {
   afterEach(async () => repo.cleanup());
 
   it('works through a file:// URI with a lock name holding spaces and non-ASCII', async () => {
-    const source = { uri: `file://${repo.bare}`, branch: 'master', pool: 'pool' };
-    const claimed = await runScript(
-      'out',
-      { source, params: { claim: 'lock a ü' } },
-      { args: [await buildFolder()] },
-    );
+    const source = lockSource(`file://${repo.bare}`);
+    const claimed = await runCommand('out', {
+      stdin: { source, params: { claim: 'lock a ü' } },
+      args: [await buildFolder()],
+    });
     const response = succeeded(claimed) as ReturnType<typeof lockResponse>;
     expect(response).toEqual(lockResponse(await repo.tip(), 'lock a ü'));
     expect((await commitInfo(repo, response.version.ref)).subject).toBe('claiming: lock a ü');
 
     // Concourse fetches the version a put returned.
     const dest = join(await buildFolder(), 'lock');
-    succeeded(await runScript('in', { source, version: response.version }, { args: [dest] }));
+    succeeded(
+      await runCommand('in', { stdin: { source, version: response.version }, args: [dest] }),
+    );
     expect(await readFile(join(dest, 'name'), 'utf8')).toBe('lock a ü\n');
     expect(await readFile(join(dest, 'metadata'), 'utf8')).toBe('ü\n');
 
-    const released = await runScript(
-      'out',
-      { source, params: { release: 'lock' } },
-      { args: [dest.slice(0, -'/lock'.length)] },
-    );
+    const released = await runCommand('out', {
+      stdin: { source, params: { release: 'lock' } },
+      args: [dest.slice(0, -'/lock'.length)],
+    });
     succeeded(released);
     expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock a ü', 'lock-b'] });
   });

@@ -13,6 +13,7 @@ import {
   type ScriptResult,
 } from '../helpers/run-script.js';
 import { buildFolder, lockResponse, refused, succeeded } from '../helpers/steps.js';
+import { source as lockSource } from '../helpers/source.js';
 
 let repo: LockRepo;
 let daemon: GitDaemon;
@@ -26,13 +27,8 @@ afterEach(async () => {
   await repo.cleanup();
 });
 
-const source = () => ({
-  uri: daemon.url(repo.bare),
-  branch: repo.branch,
-  pool: 'pool',
-  // Integer nanoseconds, as the reference's own tests send it (100ms).
-  retry_delay: 100_000_000,
-});
+// Integer nanoseconds, as the reference's own tests send it (100ms).
+const source = () => lockSource(daemon.url(repo.bare), { retry_delay: 100_000_000 });
 
 /** Starts `count` acquiring puts at the same moment. */
 async function acquirers(count: number): Promise<RunningScript[]> {

@@ -1,10 +1,12 @@
 // Every put that cannot succeed is refused at once: exit 1, one clear line, nothing committed.
+// In-process (run-command.ts): nothing here depends on the process.
 import { chmod, mkdir, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
-import { runScript } from '../helpers/run-script.js';
+import { runCommand } from '../helpers/run-command.js';
 import { buildFolder, refused, scratchDir } from '../helpers/steps.js';
+import { source } from '../helpers/source.js';
 
 let repo: LockRepo;
 let tip: string;
@@ -31,23 +33,14 @@ beforeEach(() => async () => {
   );
 });
 
-const source = (extra: Record<string, unknown> = {}) => ({
-  uri: repo.bare,
-  branch: 'master',
-  pool: 'pool',
-  retry_delay: '100ms',
-  ...extra,
-});
-
 async function out(
   params: Record<string, unknown>,
   options: { src?: string; source?: Record<string, unknown> } = {},
 ) {
-  return runScript(
-    'out',
-    { source: source(options.source), params },
-    { args: [options.src ?? (await buildFolder())] },
-  );
+  return runCommand('out', {
+    stdin: { source: source(repo, options.source), params },
+    args: [options.src ?? (await buildFolder())],
+  });
 }
 
 describe('out refuses at once, committing nothing', () => {
@@ -191,11 +184,10 @@ describe('out refuses at once, committing nothing', () => {
   });
 
   it('a request missing its source fields, with every reference line at once', async () => {
-    const result = await runScript(
-      'out',
-      { source: { retry_delay: '1s' }, params: { acquire: true } },
-      { args: [await buildFolder()] },
-    );
+    const result = await runCommand('out', {
+      stdin: { source: { retry_delay: '1s' }, params: { acquire: true } },
+      args: [await buildFolder()],
+    });
     refused(result, 'invalid payload (missing uri)');
     expect(result.stderr).toBe(
       'invalid payload (missing uri)\ninvalid payload (missing branch)\ninvalid payload (missing pool)\n',
@@ -203,7 +195,8 @@ describe('out refuses at once, committing nothing', () => {
   });
 
   it('input that is not JSON, without echoing it', async () => {
-    const result = await runScript('out', '{"source": {"password": "hunter22"', {
+    const result = await runCommand('out', {
+      stdin: '{"source": {"password": "hunter22"',
       args: [await buildFolder()],
     });
     refused(result, 'invalid payload (stdin is not valid JSON)');
@@ -219,14 +212,13 @@ describe('a lock repository that refuses pushes', () => {
       await writeFile(hook, '#!/bin/sh\necho "branch master is protected" >&2\nexit 1\n');
       await chmod(hook, 0o755);
       const before = await guarded.tip();
-      const result = await runScript(
-        'out',
-        {
+      const result = await runCommand('out', {
+        stdin: {
           source: { uri: guarded.bare, branch: 'master', pool: 'pool' },
           params: { acquire: true },
         },
-        { args: [await buildFolder()] },
-      );
+        args: [await buildFolder()],
+      });
       refused(
         result,
         'error: the lock repository refused the push to branch "master": pre-receive hook declined',

@@ -12,6 +12,7 @@ import {
   OUT_BRANCHES,
   succeeded,
 } from '../helpers/steps.js';
+import { source } from '../helpers/source.js';
 
 describe.each(OUT_BRANCHES)('out $where', ({ branch, decoy }) => {
   let repo: LockRepo;
@@ -36,11 +37,9 @@ describe.each(OUT_BRANCHES)('out $where', ({ branch, decoy }) => {
     await repo.cleanup();
   });
 
-  const source = () => ({ uri: repo.bare, branch, pool: 'pool', retry_delay: '100ms' });
-
   describe('waits until another clone changes the pool', () => {
     const start = async (params: Record<string, unknown>, steps = {}) =>
-      startScript('out', { source: source(), params }, { args: [await buildFolder(steps)] });
+      startScript('out', { source: source(repo), params }, { args: [await buildFolder(steps)] });
 
     it('acquire: while every lock is claimed', async () => {
       await otherClone(repo).claim('lock-a');

@@ -21,6 +21,7 @@ import { runLockCycle } from '../helpers/lock-cycle.js';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript, startScript } from '../helpers/run-script.js';
 import { generateKey, startSshd } from '../helpers/sshd.js';
+import { source as lockSource } from '../helpers/source.js';
 
 const REPOSITORY = resolve(import.meta.dirname, '../..');
 
@@ -87,7 +88,7 @@ describe('the packaged resource', () => {
     repo = await createLockRepo({
       pool: { unclaimed: { 'lock-a': '{"env":"a"}\n' } },
     });
-    const source = { uri: repo.bare, branch: repo.branch, pool: 'pool', retry_delay: '100ms' };
+    const source = lockSource(repo);
     const build = await mkdtemp(join(scratch, 'build-'));
     const run = (script: string, request: unknown, args: string[]) =>
       runScript(script, request, { assets: payload, args, env });
@@ -127,7 +128,7 @@ describe('the packaged resource', () => {
 
   it('stops at once on SIGTERM while waiting for a lock', async () => {
     repo = await createLockRepo({ pool: { claimed: ['lock-a'] } });
-    const source = { uri: repo.bare, branch: repo.branch, pool: 'pool', retry_delay: '100ms' };
+    const source = lockSource(repo);
     const build = await mkdtemp(join(scratch, 'build-'));
     const running = startScript(
       'out',
@@ -154,15 +155,11 @@ describe('the packaged resource', () => {
     const sshd = await startSshd([key.publicKey]);
     try {
       repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
-      const source = {
-        uri: sshd.url(repo.bare),
-        branch: repo.branch,
-        pool: 'pool',
-        retry_delay: '100ms',
+      const source = lockSource(sshd.url(repo.bare), {
         private_key: key.privateKey,
         // Pinned: without it, the run warns that it accepted the host key unchecked.
         known_hosts: sshd.knownHostsLine,
-      };
+      });
       await runLockCycle(source, repo, { assets: payload, env });
     } finally {
       await sshd.stop();

@@ -9,18 +9,15 @@ import {
 } from '../helpers/long-history.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript, tempDir } from '../helpers/run-script.js';
+import { source } from '../helpers/source.js';
 
 let repo: LockRepo;
 afterEach(async () => repo?.cleanup());
 
-function source() {
-  return { uri: repo.bare, branch: repo.branch, pool: 'pool' };
-}
-
 async function check(tmp: string, version?: string): Promise<string[]> {
   const result = await runScript(
     'check',
-    { source: source(), ...(version ? { version: { ref: version } } : {}) },
+    { source: source(repo), ...(version ? { version: { ref: version } } : {}) },
     { tmpdir: tmp },
   );
   expect(result.code, result.stderr).toBe(0);

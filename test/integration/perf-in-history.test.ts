@@ -9,19 +9,16 @@ import {
 } from '../helpers/long-history.js';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript, tempDir } from '../helpers/run-script.js';
+import { source } from '../helpers/source.js';
 
 let repo: LockRepo;
 afterEach(async () => repo?.cleanup());
-
-function source() {
-  return { uri: repo.bare, branch: repo.branch, pool: 'pool' };
-}
 
 async function get(version: string, params: Record<string, unknown> = {}) {
   const dest = await tempDir('pool-in-');
   const result = await runScript(
     'in',
-    { source: source(), version: { ref: version }, params },
+    { source: source(repo), version: { ref: version }, params },
     { args: [dest] },
   );
   const read = (file: string) => readFile(join(dest, file)).catch(() => undefined);

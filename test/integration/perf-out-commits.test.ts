@@ -5,13 +5,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { appendCommits, otherPoolCommits } from '../helpers/long-history.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript, tempDir } from '../helpers/run-script.js';
+import { source } from '../helpers/source.js';
 
 let repo: LockRepo;
 afterEach(async () => repo?.cleanup());
-
-function source(pool = 'pool', extra: Record<string, unknown> = {}) {
-  return { uri: repo.bare, branch: repo.branch, pool, retry_delay: '100ms', ...extra };
-}
 
 async function step(name: string, metadata?: Buffer | string): Promise<string> {
   const src = await tempDir();
@@ -22,7 +19,11 @@ async function step(name: string, metadata?: Buffer | string): Promise<string> {
 }
 
 async function put(params: Record<string, unknown>, src: string, pool = 'pool', extra = {}) {
-  const result = await runScript('out', { source: source(pool, extra), params }, { args: [src] });
+  const result = await runScript(
+    'out',
+    { source: source(repo, { pool, ...extra }), params },
+    { args: [src] },
+  );
   expect(result.code, result.stderr).toBe(0);
   return JSON.parse(result.stdout) as { version: { ref: string } };
 }

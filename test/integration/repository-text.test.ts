@@ -6,16 +6,13 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLockRepo, git, GIT_TEST_ENV, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript, startScript, tempDir } from '../helpers/run-script.js';
+import { source } from '../helpers/source.js';
 
 let repo: LockRepo;
 afterEach(async () => repo?.cleanup());
 
 const EVIL = '\u001b[2J\rx';
 const SHOWN = '\\x1b[2J\\x0dx';
-
-function source() {
-  return { uri: repo.bare, branch: repo.branch, pool: 'pool', retry_delay: '50ms' };
-}
 
 /** Anything that would act on a terminal: every control character but the line ends. */
 function expectNothingRaw(text: string) {
@@ -55,7 +52,7 @@ describe('text from the lock repository', () => {
 
     const running = startScript(
       'out',
-      { source: source(), params: { acquire: true } },
+      { source: source(repo, { retry_delay: '50ms' }), params: { acquire: true } },
       { args: [await tempDir()] },
     );
     await running.waitForStderr(/waiting for lock/);
@@ -96,7 +93,7 @@ describe('text from the lock repository', () => {
 
     const fetched = await runScript(
       'in',
-      { source: source(), version: { ref } },
+      { source: source(repo, { retry_delay: '50ms' }), version: { ref } },
       { args: [await tempDir()] },
     );
     expect(fetched.code, fetched.stderr).toBe(0);

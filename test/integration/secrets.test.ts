@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { startScript, tempDir, type ScriptResult } from '../helpers/run-script.js';
+import { source as lockSource } from '../helpers/source.js';
 
 const exec = promisify(execFile);
 
@@ -99,12 +100,9 @@ afterAll(async () => {
 });
 
 /** A source with a distinctive value in every secret field. */
+/** The shared source with every kind of secret filled in. */
 function source(uri: string, extra: Record<string, unknown> = {}) {
-  return {
-    uri,
-    branch: 'master',
-    pool: 'pool',
-    retry_delay: '100ms',
+  return lockSource(uri, {
     private_key: privateKey,
     private_key_passphrase: PASSPHRASE,
     username: 'user',
@@ -116,7 +114,7 @@ function source(uri: string, extra: Record<string, unknown> = {}) {
       proxy_password: PROXY_PASSWORD,
     },
     ...extra,
-  };
+  });
 }
 
 async function step(name: string, metadata = `metadata of ${name}\n`): Promise<string> {

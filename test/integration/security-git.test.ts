@@ -12,6 +12,7 @@ import type { Source } from '../../src/protocol/request.js';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript, tempDir } from '../helpers/run-script.js';
+import { source } from '../helpers/source.js';
 
 const exec = promisify(execFile);
 
@@ -55,10 +56,6 @@ async function markerExists(): Promise<boolean> {
   );
 }
 
-function source(uri: string, gitConfig: { name: string; value: string }[] = []) {
-  return { uri, branch: 'master', pool: 'pool', retry_delay: '100ms', git_config: gitConfig };
-}
-
 const env = () => ({ PATH: path });
 
 describe('git_config keys that run a program or write a file', () => {
@@ -77,7 +74,7 @@ describe('git_config keys that run a program or write a file', () => {
     ];
     const result = await runScript(
       'out',
-      { source: source(repo.bare, config), params: { acquire: true } },
+      { source: source(repo.bare, { git_config: config }), params: { acquire: true } },
       { args: [await tempDir()], env: env() },
     );
     expect(result.code).toBe(1);
@@ -179,10 +176,12 @@ describe('safety settings', () => {
     const result = await runScript(
       'out',
       {
-        source: source(daemon.url(repo.bare), [
-          { name: 'user.signingKey', value: 'ABCDEF0123456789' },
-          { name: 'user.name', value: 'Pipeline Bot' },
-        ]),
+        source: source(daemon.url(repo.bare), {
+          git_config: [
+            { name: 'user.signingKey', value: 'ABCDEF0123456789' },
+            { name: 'user.name', value: 'Pipeline Bot' },
+          ],
+        }),
         params: { acquire: true },
       },
       { args: [await tempDir()], env: env() },
@@ -218,9 +217,11 @@ describe('url.<base>.insteadOf', () => {
     repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
     const daemon = await startGitDaemon(repo.root);
     cleanups.push(() => daemon.stop());
-    const mirrored = source('https://locks.invalid/locks.git', [
-      { name: `url.git://127.0.0.1:${daemon.port}/.insteadOf`, value: 'https://locks.invalid/' },
-    ]);
+    const mirrored = source('https://locks.invalid/locks.git', {
+      git_config: [
+        { name: `url.git://127.0.0.1:${daemon.port}/.insteadOf`, value: 'https://locks.invalid/' },
+      ],
+    });
     const checked = await runScript('check', { source: mirrored });
     expect(checked.code, checked.stderr).toBe(0);
     expect(JSON.parse(checked.stdout)).toEqual([{ ref: await repo.tip() }]);
@@ -247,9 +248,11 @@ describe('url.<base>.insteadOf', () => {
   ])('never reaches %s: git refuses the transport and runs nothing', async (_label, base, name) => {
     repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
     const before = await repo.tip();
-    const rewritten = source('https://evil.invalid/locks.git', [
-      { name: `url.${base.replace('MARKER', marker)}.insteadOf`, value: 'https://evil.invalid/' },
-    ]);
+    const rewritten = source('https://evil.invalid/locks.git', {
+      git_config: [
+        { name: `url.${base.replace('MARKER', marker)}.insteadOf`, value: 'https://evil.invalid/' },
+      ],
+    });
     const checked = await runScript('check', { source: rewritten }, { env: env() });
     const acquired = await runScript(
       'out',

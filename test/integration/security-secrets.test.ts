@@ -19,6 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHttpGit, type HttpGitServer } from '../helpers/http-git.js';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript, tempDir, type ScriptResult } from '../helpers/run-script.js';
+import { source } from '../helpers/source.js';
 
 /** As GitHub and GitLab hand them out: the token is the user name, the password is empty. */
 const TOKEN = 'ghp_T0kenAsUserName7f3a9c2e4b1d8e6f0a5c';
@@ -62,10 +63,6 @@ afterAll(async () => {
 /** `http://USERINFO@127.0.0.1:PORT/locks.git` */
 function withUserinfo(server: HttpGitServer, userinfo: string): string {
   return server.url(repo.bare).replace('http://', `http://${userinfo}@`);
-}
-
-function source(uri: string, extra: Record<string, unknown> = {}) {
-  return { uri, branch: repo.branch, pool: 'pool', retry_delay: '100ms', ...extra };
 }
 
 function expectNoCredential(label: string, text: string): void {

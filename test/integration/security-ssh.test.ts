@@ -8,6 +8,7 @@ import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
 import { expectOneLineFailure } from '../helpers/lock-cycle.js';
 import { runScript, tempDir } from '../helpers/run-script.js';
 import { generateKey, startSshd, type KeyPair, type Sshd } from '../helpers/sshd.js';
+import { source as lockSource } from '../helpers/source.js';
 
 let keysDir: string;
 let sshd: Sshd;
@@ -27,16 +28,8 @@ afterAll(async () => {
   await rm(keysDir, { recursive: true, force: true });
 });
 
-function source(extra: Record<string, unknown> = {}) {
-  return {
-    uri: sshd.url(repo.bare),
-    branch: repo.branch,
-    pool: 'pool',
-    retry_delay: '100ms',
-    private_key: key.privateKey,
-    ...extra,
-  };
-}
+const source = (extra: Record<string, unknown> = {}) =>
+  lockSource(sshd.url(repo.bare), { private_key: key.privateKey, ...extra });
 
 const UNCHECKED =
   /^warning: accepted the host key of \[127\.0\.0\.1\]:\d+ unchecked \(ssh-ed25519 SHA256:[A-Za-z0-9+/]+\): set known_hosts to pin it$/;

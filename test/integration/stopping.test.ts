@@ -19,6 +19,8 @@ import {
   type SilentServer,
   type StoppableRun,
 } from '../helpers/stopping.js';
+import { source } from '../helpers/source.js';
+import { eventually } from '../helpers/eventually.js';
 
 let repo: LockRepo | undefined;
 let daemon: GitDaemon | undefined;
@@ -34,10 +36,6 @@ afterEach(async () => {
   await repo?.cleanup();
   repo = daemon = silent = undefined;
 });
-
-function source(uri: string, extra: Record<string, unknown> = {}) {
-  return { uri, branch: 'master', pool: 'pool', retry_delay: '100ms', ...extra };
-}
 
 async function start(
   request: unknown,
@@ -363,7 +361,9 @@ describe('a signal after the claim reached the remote', () => {
     expect(stopped.code).toBe(143);
     expect(stopped.stdout).toBe('');
     expect(stopped.exitAfterSignal).toBeLessThan(4000);
-    await sleep(1500);
+    // The release lands once the server's hook lets the held push finish.
+    const released = async () => (await held.state('pool')).claimed.length === 0;
+    await eventually(released, 10_000);
     expect(await held.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
     expect((await held.subjects()).slice(0, 2)).toEqual(['unclaiming: lock-a', 'claiming: lock-a']);
     expect(await run.leftovers()).toEqual([]);

@@ -7,14 +7,11 @@ import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript } from '../helpers/run-script.js';
+import { source } from '../helpers/source.js';
 
 const exec = promisify(execFile);
 let repo: LockRepo;
 afterEach(async () => repo?.cleanup());
-
-function source(gitConfig: { name: string; value: unknown }[]) {
-  return { uri: repo.bare, branch: repo.branch, pool: 'pool', git_config: gitConfig };
-}
 
 describe('git_config', () => {
   it('passes values with quotes, spaces, $ and backquotes through unchanged', async () => {
@@ -24,10 +21,12 @@ describe('git_config', () => {
     const result = await runScript(
       'out',
       {
-        source: source([
-          { name: 'user.name', value: name },
-          { name: 'user.email', value: email },
-        ]),
+        source: source(repo, {
+          git_config: [
+            { name: 'user.name', value: name },
+            { name: 'user.email', value: email },
+          ],
+        }),
         params: { acquire: true },
       },
       { args: [await mkdtemp(join(repo.root, 'src-'))] },
@@ -58,7 +57,10 @@ describe('git_config', () => {
     const before = await repo.tip();
     const result = await runScript(
       'out',
-      { source: source([{ name: key, value: 'touch /tmp/owned' }]), params: { acquire: true } },
+      {
+        source: source(repo, { git_config: [{ name: key, value: 'touch /tmp/owned' }] }),
+        params: { acquire: true },
+      },
       { args: [await mkdtemp(join(repo.root, 'src-'))] },
     );
     expect(result.code).toBe(1);
@@ -72,12 +74,14 @@ describe('git_config', () => {
   it('reports every refused key and malformed name at once', async () => {
     repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
     const result = await runScript('check', {
-      source: source([
-        { name: 'core.sshCommand', value: 'ssh' },
-        { name: 'user.name', value: 'fine' },
-        { name: 'not a key', value: 'x' },
-        { name: 'CREDENTIAL.Helper', value: 'store' },
-      ]),
+      source: source(repo, {
+        git_config: [
+          { name: 'core.sshCommand', value: 'ssh' },
+          { name: 'user.name', value: 'fine' },
+          { name: 'not a key', value: 'x' },
+          { name: 'CREDENTIAL.Helper', value: 'store' },
+        ],
+      }),
     });
     expect(result.code).toBe(1);
     expect(result.stderr.trimEnd().split('\n')).toEqual([

@@ -14,6 +14,7 @@ import {
   runLockCycle,
 } from '../helpers/lock-cycle.js';
 import { runScript, type RunOptions, type ScriptResult } from '../helpers/run-script.js';
+import { source as lockSource } from '../helpers/source.js';
 
 const USER = 'locksmith';
 const PASSWORD = 's3cret "pass" $word with spaces';
@@ -44,17 +45,8 @@ afterAll(async () => {
   await rm(home, { recursive: true, force: true });
 });
 
-function source(extra: Record<string, unknown> = {}) {
-  return {
-    uri: http.url(repo.bare),
-    branch: repo.branch,
-    pool: 'pool',
-    retry_delay: '100ms',
-    username: USER,
-    password: PASSWORD,
-    ...extra,
-  };
-}
+const source = (extra: Record<string, unknown> = {}) =>
+  lockSource(http.url(repo.bare), { username: USER, password: PASSWORD, ...extra });
 
 const options = (): RunOptions => ({ env: { HOME: home } });
 

@@ -15,6 +15,7 @@ import {
 import { freePort } from '../helpers/net.js';
 import { runScript, type ScriptResult } from '../helpers/run-script.js';
 import { generateKey, startSshd, type KeyPair, type Sshd } from '../helpers/sshd.js';
+import { source as lockSource } from '../helpers/source.js';
 
 const PROXY_USER = 'tunneller';
 const PROXY_PASSWORD = 'proxy pass: $ecret "quoted"';
@@ -44,17 +45,12 @@ afterAll(async () => {
   await rm(keysDir, { recursive: true, force: true });
 });
 
-function source(tunnel: Record<string, unknown>) {
-  return {
-    uri: sshd.url(repo.bare),
-    branch: repo.branch,
-    pool: 'pool',
-    retry_delay: '100ms',
+const source = (tunnel: Record<string, unknown>) =>
+  lockSource(sshd.url(repo.bare), {
     private_key: key.privateKey,
     known_hosts: sshd.knownHostsLine,
     https_tunnel: tunnel,
-  };
-}
+  });
 
 describe('https_tunnel', () => {
   it('tunnels through a proxy without auth', async () => {

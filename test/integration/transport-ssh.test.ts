@@ -15,6 +15,8 @@ import {
 } from '../helpers/lock-cycle.js';
 import { runScript, startScript, type ScriptResult } from '../helpers/run-script.js';
 import { generateKey, startSshd, type KeyPair, type Sshd } from '../helpers/sshd.js';
+import { source as lockSource } from '../helpers/source.js';
+import { eventually } from '../helpers/eventually.js';
 
 const exec = promisify(execFile);
 const PASSPHRASE = 'correct horse $battery "staple"';
@@ -42,18 +44,13 @@ afterAll(async () => {
   await rm(keysDir, { recursive: true, force: true });
 });
 
-function source(extra: Record<string, unknown> = {}) {
-  return {
-    uri: sshd.url(repo.bare),
-    branch: repo.branch,
-    pool: 'pool',
-    retry_delay: '100ms',
+const source = (extra: Record<string, unknown> = {}) =>
+  lockSource(sshd.url(repo.bare), {
     private_key: authorized.privateKey,
     // Pinned: without it, every run warns that it accepted the host key unchecked.
     known_hosts: sshd.knownHostsLine,
     ...extra,
-  };
-}
+  });
 
 async function check(extra: Record<string, unknown>, env: Record<string, string> = {}) {
   const result = await runScript('check', { source: source(extra) }, { env });
@@ -276,16 +273,7 @@ describe('forward_agent', () => {
   it('uses the agent at SSH_AUTH_SOCK when no private_key is configured', async () => {
     const socket = join(keysDir, 'agent.sock');
     agent = spawn('ssh-agent', ['-D', '-a', socket], { stdio: 'ignore' });
-    for (let i = 0; i < 100; i++) {
-      try {
-        await readdir(keysDir).then((names) => {
-          if (!names.includes('agent.sock')) throw new Error('not yet');
-        });
-        break;
-      } catch {
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-    }
+    await eventually(async () => (await readdir(keysDir)).includes('agent.sock'), 5_000);
     await exec('ssh-add', [authorized.path], { env: { ...process.env, SSH_AUTH_SOCK: socket } });
     const result = await check(
       { private_key: undefined, forward_agent: true },

@@ -4,15 +4,12 @@ import { rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
-import { runScript, tempDir } from '../helpers/run-script.js';
+import { runScript, startScript, tempDir } from '../helpers/run-script.js';
 import { lockStep } from '../helpers/steps.js';
+import { source } from '../helpers/source.js';
 
 let repo: LockRepo;
 afterEach(async () => repo?.cleanup());
-
-function source() {
-  return { uri: repo.bare, branch: repo.branch, pool: 'pool', retry_delay: '100ms' };
-}
 
 const cases: {
   operation: string;
@@ -62,7 +59,7 @@ describe('params.wait_timeout', () => {
       const started = Date.now();
       const result = await runScript(
         'out',
-        { source: source(), params: { ...params, wait_timeout: '1s' } },
+        { source: source(repo), params: { ...params, wait_timeout: '1s' } },
         { args: [await lockStep('lock-a', metadata)] },
       );
       const elapsed = Date.now() - started;
@@ -79,16 +76,16 @@ describe('params.wait_timeout', () => {
 
   it('does not get in the way when the lock frees up in time', async () => {
     repo = await createLockRepo({ pool: { claimed: ['lock-a'] } });
-    const running = runScript(
+    const running = startScript(
       'out',
-      { source: source(), params: { claim: 'lock-a', wait_timeout: '30s' } },
+      { source: source(repo), params: { claim: 'lock-a', wait_timeout: '30s' } },
       { args: [await tempDir()] },
     );
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    await running.waitForStderr(/waiting for lock/);
     await repo.commit('unclaiming: lock-a', async (work) => {
       await rename(join(work, 'pool/claimed/lock-a'), join(work, 'pool/unclaimed/lock-a'));
     });
-    const result = await running;
+    const result = await running.done;
     expect(result.code).toBe(0);
     expect(result.stderr).toContain('claimed!');
     expect(await repo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
@@ -99,7 +96,7 @@ describe('params.wait_timeout', () => {
     const before = await repo.tip();
     const result = await runScript(
       'out',
-      { source: source(), params: { acquire: true, wait_timeout: 'soon' } },
+      { source: source(repo), params: { acquire: true, wait_timeout: 'soon' } },
       { args: [await tempDir()] },
     );
     expect(result.code).toBe(1);

@@ -12,6 +12,8 @@ import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { consistencyProblems } from '../helpers/pool-invariants.js';
 import { runScript, startScript, tempDir, type ScriptResult } from '../helpers/run-script.js';
+import { source as lockSource } from '../helpers/source.js';
+import { waitingLineRefs } from '../helpers/hold-checks.mjs';
 
 const ROUNDS = Math.max(1, Number(process.env.SOAK_ROUNDS ?? 2) || 2);
 const WORKERS = 8;
@@ -51,12 +53,7 @@ interface Hold {
   releasing: number;
 }
 
-const source = () => ({
-  uri: daemon.url(repo.bare),
-  branch: repo.branch,
-  pool: 'pool',
-  retry_delay: `${RETRY_DELAY_MS}ms`,
-});
+const source = () => lockSource(daemon.url(repo.bare), { retry_delay: `${RETRY_DELAY_MS}ms` });
 
 function lockOf(what: string, result: ScriptResult): string {
   if (result.code !== 0) throw new Error(`${what} exited ${result.code}: ${result.stderr}`);
@@ -195,13 +192,7 @@ describe('soak with lost workers', () => {
         { args: [await tempDir()], env: { BUILD_URL: 'https://ci/next' } },
       );
       await release(lockOf('the next put', next), 'https://ci/next');
-      const left = await git(
-        repo.bare,
-        'for-each-ref',
-        '--format=%(refname)',
-        'refs/pool-resource/',
-      );
-      expect(left.split('\n').filter(Boolean)).toEqual([]);
+      expect(await waitingLineRefs(repo.bare)).toEqual([]);
       expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: LOCKS });
       expect(await consistencyProblems(repo.bare, repo.branch, ['pool'])).toEqual([]);
     },

@@ -12,8 +12,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
 import { generateKey, startSshd, type KeyPair, type Sshd } from '../helpers/sshd.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
+import { overlappingHolds } from '../helpers/hold-checks.mjs';
 import { consistencyProblems, history, singleMoveProblem } from '../helpers/pool-invariants.js';
 import { runScript, tempDir, type ScriptResult } from '../helpers/run-script.js';
+import { source as lockSource } from '../helpers/source.js';
 
 const ROUNDS = Math.max(1, Number(process.env.SOAK_ROUNDS ?? 2) || 2);
 /** How long a worker keeps its lock, at most (random, so holds interleave differently each run). */
@@ -74,13 +76,7 @@ function expectSuccess(what: string, result: ScriptResult): { version: { ref: st
 }
 
 async function worker(index: number, soak: Soak, holds: Hold[]): Promise<void> {
-  const source = {
-    uri: soak.uri,
-    branch: soak.repo.branch,
-    pool: 'pool',
-    retry_delay: soak.retryDelay,
-    ...soak.extra,
-  };
+  const source = lockSource(soak.uri, { retry_delay: soak.retryDelay, ...soak.extra });
   const env = {
     ATC_EXTERNAL_URL: 'http://ci.example',
     BUILD_TEAM_NAME: 'main',
@@ -136,19 +132,7 @@ async function soak(run: Soak): Promise<void> {
   expect(holds).toHaveLength(workers * ROUNDS);
 
   // Mutual exclusion, from the workers' own clocks: two holds of one lock never overlap.
-  const violations: string[] = [];
-  for (const lock of locks) {
-    const ofLock = holds.filter((hold) => hold.lock === lock).sort((a, b) => a.from - b.from);
-    for (let i = 1; i < ofLock.length; i++) {
-      const previous = ofLock[i - 1]!;
-      const current = ofLock[i]!;
-      if (current.from < previous.to)
-        violations.push(
-          `${lock}: worker ${current.worker} took it at ${current.from} while worker ${previous.worker} held it until ${previous.to}`,
-        );
-    }
-  }
-  expect(violations).toEqual([]);
+  expect(overlappingHolds(holds)).toEqual([]);
 
   // Every lock is free again, nothing else changed.
   expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: locks });

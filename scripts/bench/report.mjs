@@ -1,0 +1,213 @@
+// @ts-check
+// The table `npm run bench` prints, and the targets (targets.json) it checks the run against.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { TIME } from './scripts.mjs';
+import { SSH_MODES } from './ssh.mjs';
+
+/** What a run must meet, as ratios within the run and absolute figures of the contention run. */
+export const TARGETS = JSON.parse(readFileSync(join(import.meta.dirname, 'targets.json'), 'utf8'));
+
+const s = (ms) => (ms / 1000).toFixed(3);
+const ratio = (a, b) => (a / b).toFixed(2);
+const pad = (text, width) => String(text).padEnd(width);
+
+export function printTable(results, contentionResult, ssh) {
+  const lines = [];
+  const cols = results.map((r) => `${r.commits} commits`);
+  const width = 16;
+  lines.push(
+    pad('median (s)', 26) + cols.map((c) => pad(c, width)).join('') + 'largest / smallest',
+  );
+  const rows = [
+    ['acquire', 'acquire'],
+    ['in', 'in'],
+    ['check, cold', 'checkCold'],
+    ['check, warm', 'checkWarm'],
+    ['release', 'release'],
+    ['plain git (floor)', 'floor'],
+    ['plain git, protocol v0', 'floorV0'],
+  ];
+  const first = results[0];
+  const last = results.at(-1);
+  for (const [label, key] of rows) {
+    lines.push(
+      pad(label, 26) +
+        results.map((r) => pad(s(r.medians[key]), width)).join('') +
+        ratio(last.medians[key], first.medians[key]),
+    );
+  }
+  lines.push(
+    pad('acquire / floor', 26) +
+      results.map((r) => pad(ratio(r.medians.acquire, r.medians.floor), width)).join(''),
+  );
+  lines.push(
+    pad('acquire / v0 floor', 26) +
+      results.map((r) => pad(ratio(r.medians.acquire, r.medians.floorV0), width)).join(''),
+  );
+  lines.push('');
+  lines.push(pad('git connections per op', 26) + cols.map((c) => pad(c, width)).join(''));
+  for (const [label, key] of rows.slice(0, 5)) {
+    lines.push(
+      pad(label, 26) + results.map((r) => pad(r.connections[key].toFixed(1), width)).join(''),
+    );
+  }
+  if (first.peakMiB) {
+    for (const [title, field] of [
+      ['peak memory (MiB)', 'peakMiB'],
+      ['peak memory, git (MiB)', 'gitPeakMiB'],
+    ]) {
+      lines.push('');
+      lines.push(pad(title, 26) + cols.map((c) => pad(c, width)).join('') + 'largest / smallest');
+      for (const [label, key] of rows.slice(0, 5)) {
+        lines.push(
+          pad(label, 26) +
+            results.map((r) => pad(r[field][key].toFixed(1), width)).join('') +
+            ratio(last[field][key], first[field][key]),
+        );
+      }
+    }
+    lines.push('  (the largest single process of an operation: any, then its git commands alone)');
+  } else {
+    lines.push('');
+    lines.push(`peak memory: not measured (${TIME} is missing: apt-get install time)`);
+  }
+  if (contentionResult) {
+    const c = contentionResult;
+    lines.push('');
+    lines.push(
+      `contention: ${c.workers} workers × ${c.locks} locks × ${c.rounds} rounds, hold ${c.holdMs} ms, retry_delay ${c.retryDelay}`,
+    );
+    lines.push(`  acquires            ${c.acquires} in ${s(c.elapsedMs)} s`);
+    lines.push(`  throughput          ${c.throughput.toFixed(2)} acquires/s`);
+    lines.push(
+      `  acquire latency     p50 ${s(c.p50Ms)} s, p95 ${s(c.p95Ms)} s, max ${s(c.maxMs)} s`,
+    );
+    lines.push(
+      `  git connections     ${c.connectionsPerAcquire.toFixed(1)} per acquire (${c.pushesPerAcquire.toFixed(1)} of them pushes)`,
+    );
+    lines.push(
+      `  lost races          ${c.lostRacesPerAcquire.toFixed(1)} per acquire, ${c.lostRacesPerRelease.toFixed(1)} per release`,
+    );
+    lines.push(
+      `  in, release         median ${s(c.inMedianMs)} s, ${s(c.releaseMedianMs)} s; hand-over median ${s(c.handoverMedianMs)} s`,
+    );
+    lines.push(`  lock free           longest ${s(c.maxFreeWhileWaitingMs)} s while a put waited`);
+    lines.push(`  mutual exclusion    ${c.violations} violations`);
+    lines.push(`  waiting line        ${c.lineLeft} entries left behind`);
+    const k = c.kills;
+    if (k) {
+      lines.push(
+        `contention with puts SIGKILLed while waiting: ${k.killed.count} killed (${k.killed.leaked} after their claim landed, released by hand)`,
+      );
+      lines.push(
+        `  lock free           longest ${s(k.maxFreeWhileWaitingMs)} s while a put that was not killed waited`,
+      );
+      lines.push(
+        `  git connections     ${k.connectionsPerAcquire.toFixed(1)} per acquire (${k.pushesPerAcquire.toFixed(1)} of them pushes; the killed puts' own included)`,
+      );
+      lines.push(
+        `  acquire latency     p50 ${s(k.p50Ms)} s, p95 ${s(k.p95Ms)} s, max ${s(k.maxMs)} s; ${k.throughput.toFixed(2)} acquires/s`,
+      );
+      lines.push(`  mutual exclusion    ${k.violations} violations`);
+      lines.push(`  waiting line        ${k.lineLeft} entries left behind`);
+    }
+  }
+  if (ssh) lines.push('', ...sshLines(ssh));
+  lines.push('');
+  lines.push('targets (ratios within this run)');
+  for (const [label, ok] of targets(results, contentionResult, ssh))
+    lines.push(`  ${ok ? 'met    ' : 'NOT MET'}  ${label}`);
+  return lines.join('\n');
+}
+
+function sshLines(ssh) {
+  const { shared, perCommand } = ssh.operations;
+  const width = 16;
+  const lines = [
+    `over SSH (OpenSSH sshd on 127.0.0.1, ${ssh.commits} commits): one connection per run, as the`,
+    'resource runs, against one per git command (forced by a TMPDIR too long for its socket)',
+    pad('median (s)', 26) +
+      pad('per run', width) +
+      pad('per command', width) +
+      'per run / per command',
+  ];
+  const keys = [
+    ['acquire', 'acquire'],
+    ['in', 'in'],
+    ['check, cold', 'checkCold'],
+    ['check, warm', 'checkWarm'],
+    ['release', 'release'],
+  ];
+  for (const [label, key] of keys)
+    lines.push(
+      pad(label, 26) +
+        pad(s(shared.medians[key]), width) +
+        pad(s(perCommand.medians[key]), width) +
+        ratio(shared.medians[key], perCommand.medians[key]),
+    );
+  lines.push(pad('SSH logins per op', 26) + pad('per run', width) + 'per command');
+  for (const [label, key] of keys)
+    lines.push(
+      pad(label, 26) +
+        pad(shared.connections[key].toFixed(1), width) +
+        perCommand.connections[key].toFixed(1),
+    );
+  for (const [key, c] of Object.entries(ssh.contention ?? {})) {
+    lines.push(
+      `contention over SSH, ${SSH_MODES[key]}: ${c.throughput.toFixed(2)} acquires/s, p50 ${s(c.p50Ms)} s, p95 ${s(c.p95Ms)} s,`,
+      `  ${c.connectionsPerAcquire.toFixed(1)} SSH logins per acquire, ${c.violations} violations`,
+    );
+  }
+  return lines;
+}
+
+export function targets(results, c, ssh) {
+  const { growth, floor, contention: k } = TARGETS;
+  const first = results[0];
+  const last = results.at(-1);
+  const list = [];
+  for (const [label, key] of Object.entries(growth.operations)) {
+    const r = last.medians[key] / first.medians[key];
+    list.push([
+      `${label} at ${last.commits} commits within ${growth.maxRatio}× of ${first.commits}: ${r.toFixed(2)}×`,
+      r <= growth.maxRatio,
+    ]);
+  }
+  for (const r of results) {
+    for (const [label, key] of Object.entries(floor.floors)) {
+      const ratio = r.medians.acquire / r.medians[key];
+      list.push([
+        `acquire within ${floor.maxRatio}× of ${label} at ${r.commits} commits: ${ratio.toFixed(2)}×`,
+        ratio <= floor.maxRatio,
+      ]);
+    }
+  }
+  if (c) {
+    list.push([
+      `throughput at least ${k.minThroughput} acquires/s: ${c.throughput.toFixed(2)}`,
+      c.throughput >= k.minThroughput,
+    ]);
+    list.push([
+      `p95 acquire latency at most ${k.maxP95Ms / 1000} s: ${s(c.p95Ms)} s`,
+      c.p95Ms <= k.maxP95Ms,
+    ]);
+    list.push([
+      `at most ${k.maxConnectionsPerAcquire} git connections per acquire: ${c.connectionsPerAcquire.toFixed(1)}`,
+      c.connectionsPerAcquire <= k.maxConnectionsPerAcquire,
+    ]);
+    list.push([`no mutual-exclusion violation: ${c.violations}`, c.violations <= k.maxViolations]);
+    list.push([`no waiting-line entry left behind: ${c.lineLeft}`, c.lineLeft <= k.maxLineLeft]);
+    if (c.kills)
+      list.push([
+        `no mutual-exclusion violation with puts killed: ${c.kills.violations}`,
+        c.kills.violations <= k.maxViolations,
+      ]);
+  }
+  for (const [key, sc] of Object.entries(ssh?.contention ?? {}))
+    list.push([
+      `no mutual-exclusion violation over SSH, ${SSH_MODES[key]}: ${sc.violations}`,
+      sc.violations <= k.maxViolations,
+    ]);
+  return list;
+}

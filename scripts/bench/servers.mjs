@@ -1,0 +1,82 @@
+// @ts-check
+// The servers the bench measures through, on 127.0.0.1: the tests' git daemon
+// (test/helpers/git-daemon.mjs), whose --verbose log counts connections and pushes, and OpenSSH's
+// sshd with a client key of its own, whose log counts logins.
+import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { userInfo } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { startGitDaemon } from '../../test/helpers/git-daemon.mjs';
+import { freePort, whenListening } from '../../test/helpers/net.mjs';
+import { GIT_ENV, run } from './process.mjs';
+
+/** git daemon serving the bare repositories in `base`, addressed by their name there. */
+export async function startDaemon(base) {
+  const daemon = await startGitDaemon(base, { env: GIT_ENV });
+  // Our own probes count as connections too: start counting from here.
+  await sleep(100);
+  const offset = connections(daemon.log());
+  return {
+    url: (name) => daemon.url(join(base, name)),
+    connections: () => connections(daemon.log()) - offset,
+    pushes: () => (daemon.log().match(/Request receive-pack /g) ?? []).length,
+    stop: daemon.stop,
+  };
+}
+
+export const SSHD = '/usr/sbin/sshd';
+
+/**
+ * OpenSSH's sshd on 127.0.0.1 serving `base` by absolute path, with a client key of its own. Its
+ * "connections" are logins; it does not log which commands are pushes.
+ */
+export async function startSshd(root, base) {
+  const dir = join(root, 'sshd');
+  await mkdir(dir);
+  // sshd's privilege separation folder; containers may not have it.
+  await mkdir('/run/sshd', { recursive: true, mode: 0o755 });
+  for (const key of ['host', 'client'])
+    await run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', key, '-f', join(dir, key)]);
+  await writeFile(join(dir, 'authorized_keys'), await readFile(join(dir, 'client.pub')));
+  let server;
+  for (let attempt = 0; attempt < 5 && !server; attempt++) {
+    const port = await freePort();
+    const config = join(dir, `sshd_config-${port}`);
+    writeFileSync(
+      config,
+      [
+        `Port ${port}`,
+        'ListenAddress 127.0.0.1',
+        `HostKey ${join(dir, 'host')}`,
+        'PidFile none',
+        `AuthorizedKeysFile ${join(dir, 'authorized_keys')}`,
+        'StrictModes no',
+        'PasswordAuthentication no',
+        'KbdInteractiveAuthentication no',
+        'PermitRootLogin prohibit-password',
+        'UsePAM no',
+        'AcceptEnv GIT_PROTOCOL',
+        'LogLevel VERBOSE',
+        '',
+      ].join('\n'),
+    );
+    const child = spawn(SSHD, ['-D', '-e', '-f', config], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const listening = await whenListening(child, port);
+    if (listening) server = { port, ...listening };
+  }
+  if (!server) throw new Error('sshd did not start');
+  const logins = () => (server.log().match(/Accepted publickey for /g) ?? []).length;
+  return {
+    url: (name) => `ssh://${userInfo().username}@127.0.0.1:${server.port}${join(base, name)}`,
+    privateKey: await readFile(join(dir, 'client'), 'utf8'),
+    connections: logins,
+    pushes: () => NaN,
+    stop: server.stop,
+  };
+}
+
+function connections(log) {
+  return (log.match(/Connection from /g) ?? []).length;
+}
