@@ -541,16 +541,24 @@ export async function parseSourceObject(raw: unknown): Promise<Parsed<Source>> {
   return finish(problems, () => source!, unknown);
 }
 
-export async function parseCheckRequest(text: string): Promise<Parsed<CheckRequest>> {
+/**
+ * What every script's request has in common: JSON, an object, a `source` (its problems first, as
+ * the reference reports them), no unknown keys, and the script's own envelope `schema`.
+ */
+async function readEnvelope<Schema extends z.ZodType>(text: string, schema: Schema) {
   const raw = parseJson(text);
   expectObject(raw);
   const problems: string[] = [];
   const unknown: string[] = [];
-  // Source problems first, as the reference reports them.
   const source = await parseSource((raw as { source?: unknown }).source, problems, unknown);
   unknown.push(...unknownKeys(raw, ENVELOPE_KEYS, 'request'));
-  const envelope = checkSchema.safeParse(raw);
+  const envelope = schema.safeParse(raw);
   if (!envelope.success) problems.push(...issueLines(envelope.error));
+  return { source, envelope, problems, unknown };
+}
+
+export async function parseCheckRequest(text: string): Promise<Parsed<CheckRequest>> {
+  const { source, envelope, problems, unknown } = await readEnvelope(text, checkSchema);
   // The reference answers such a version (its own test sends "bogus-ref") as an unknown commit:
   // with the latest commit that touched the pool. It never reaches git, not even as a revision.
   const ref = envelope.data?.version?.ref ?? undefined;
@@ -565,14 +573,7 @@ export async function parseCheckRequest(text: string): Promise<Parsed<CheckReque
 }
 
 export async function parseInRequest(text: string): Promise<Parsed<InRequest>> {
-  const raw = parseJson(text);
-  expectObject(raw);
-  const problems: string[] = [];
-  const unknown: string[] = [];
-  const source = await parseSource((raw as { source?: unknown }).source, problems, unknown);
-  unknown.push(...unknownKeys(raw, ENVELOPE_KEYS, 'request'));
-  const envelope = inSchema.safeParse(raw);
-  if (!envelope.success) problems.push(...issueLines(envelope.error));
+  const { source, envelope, problems, unknown } = await readEnvelope(text, inSchema);
   if (envelope.success && !envelope.data.version)
     problems.push('invalid payload (missing version)');
   if (envelope.success) unknown.push(...unknownKeys(envelope.data.params, ['depth'], 'params'));
@@ -588,14 +589,7 @@ export async function parseInRequest(text: string): Promise<Parsed<InRequest>> {
 }
 
 export async function parseOutRequest(text: string): Promise<Parsed<OutRequest>> {
-  const raw = parseJson(text);
-  expectObject(raw);
-  const problems: string[] = [];
-  const unknown: string[] = [];
-  const source = await parseSource((raw as { source?: unknown }).source, problems, unknown);
-  unknown.push(...unknownKeys(raw, ENVELOPE_KEYS, 'request'));
-  const envelope = outSchema.safeParse(raw);
-  if (!envelope.success) problems.push(...issueLines(envelope.error));
+  const { source, envelope, problems, unknown } = await readEnvelope(text, outSchema);
   let operation: OutOperation | undefined;
   if (envelope.success) {
     const params: Partial<OutParams> = envelope.data.params ?? {};
