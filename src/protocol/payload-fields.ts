@@ -1,0 +1,135 @@
+// The pieces every part of a request is checked with: zod fields that fail in the reference's
+// `invalid payload (…)` words, and the lines a failed check becomes (one per field, a screenful at
+// most, unknown fields named with the field they were likely meant to be).
+import * as z from 'zod';
+import { nanosToMs, parseGoDuration } from '../base/duration.js';
+import { printable } from '../base/lock-name.js';
+import { suggestField } from './field-suggestion.js';
+
+/** Anything longer is almost certainly a unit mistake ("10" meaning seconds, read as hours). */
+const MAX_DURATION_MS = 7 * 24 * 3600_000;
+
+/** No real duration is longer ("1h2m3s4ms5us6ns" is 15); longer text is not worth quoting back. */
+const MAX_DURATION_CHARS = 64;
+
+export function duration(field: string, { allowZero }: { allowZero: boolean }) {
+  return z
+    .union([z.string(), z.number()], {
+      error: `invalid payload (${field} must be a duration such as "10s")`,
+    })
+    .transform((value, ctx) => {
+      if (typeof value === 'string' && value.length > MAX_DURATION_CHARS) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `invalid payload (${field} must be a duration such as "10s")`,
+        });
+        return z.NEVER;
+      }
+      let ms: number;
+      if (typeof value === 'number') {
+        if (!Number.isSafeInteger(value)) {
+          ctx.addIssue({
+            code: 'custom',
+            message: `invalid payload (${field} must be whole nanoseconds or a duration such as "10s")`,
+          });
+          return z.NEVER;
+        }
+        // Checked before converting: a few negative nanoseconds round to -0, which passes `< 0`.
+        ms = value < 0 ? -1 : nanosToMs(value);
+      } else {
+        const parsed = parseGoDuration(value);
+        if ('error' in parsed) {
+          ctx.addIssue({
+            code: 'custom',
+            message: `invalid payload (${field}: ${printable(parsed.error)})`,
+          });
+          return z.NEVER;
+        }
+        ms = parsed.ms;
+      }
+      if (ms < 0 || (!allowZero && ms === 0)) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `invalid payload (${field} must be ${allowZero ? 'zero or more' : 'more than zero'})`,
+        });
+        return z.NEVER;
+      }
+      if (ms > MAX_DURATION_MS) {
+        ctx.addIssue({ code: 'custom', message: `invalid payload (${field} is longer than 168h)` });
+        return z.NEVER;
+      }
+      return ms;
+    });
+}
+
+export function requiredString(field: string) {
+  return z
+    .string({
+      error: (issue) =>
+        issue.input === undefined || issue.input === null
+          ? `invalid payload (missing ${field})`
+          : `invalid payload (${field} must be a string)`,
+    })
+    .min(1, `invalid payload (missing ${field})`);
+}
+
+export function optionalString(field: string) {
+  return z
+    .string({ error: `invalid payload (${field} must be a string)` })
+    .nullish()
+    .transform((value) => (value === '' || value === null ? undefined : value));
+}
+
+export function optionalBoolean(field: string) {
+  return z
+    .boolean({ error: `invalid payload (${field} must be true or false)` })
+    .nullish()
+    .transform((value) => value ?? false);
+}
+
+export function issueLines(error: z.ZodError, prefix = ''): string[] {
+  // One line per field: zod also runs length checks on a value of the wrong type (an array
+  // `branch` gets "must be a string" and "missing branch"); the first says it.
+  const seen = new Set<string>();
+  const lines = new Set<string>();
+  for (const issue of error.issues) {
+    const where = [prefix, ...issue.path.map(String)].filter(Boolean).join('.');
+    if (seen.has(where)) continue;
+    seen.add(where);
+    lines.add(
+      issue.message.startsWith('invalid payload')
+        ? issue.message
+        : `invalid payload (${printable(where) || 'request'}: ${issue.message})`,
+    );
+  }
+  // Capped here, not by the caller: spreading 200,000 lines into push() overflows the stack.
+  return capped(
+    [...lines],
+    `invalid payload (${lines.size - MAX_LINES} more problems in ${prefix || 'the request'})`,
+  );
+}
+
+/**
+ * `unknown params field "aquire" (did you mean "acquire"?)` for each field of `value` not among
+ * `known`: a warning when the request is otherwise fine, and part of the error when it is not
+ * (a misspelled operation is what "missing acquire, release, …" is about).
+ */
+export function unknownKeys(value: unknown, known: readonly string[], where: string): string[] {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return [];
+  const unknown = Object.keys(value).filter((key) => !known.includes(key));
+  return capped(
+    unknown.map((key) => {
+      const suggestion = suggestField(key, known);
+      const hint = suggestion === undefined ? '' : ` (did you mean "${suggestion}"?)`;
+      return `unknown ${where} field "${printable(key)}"${hint}`;
+    }),
+    `${unknown.length - MAX_LINES} more unknown ${where} fields`,
+  );
+}
+
+/** A request of megabytes must not become megabytes of log: a screenful says what is wrong. */
+export const MAX_LINES = 20;
+
+export function capped(lines: string[], more: string): string[] {
+  return lines.length <= MAX_LINES ? lines : [...lines.slice(0, MAX_LINES), more];
+}

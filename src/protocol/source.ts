@@ -1,0 +1,252 @@
+// `source`: the lock repository and how to reach it, parsed into a typed, fully defaulted value
+// (durations in milliseconds, credentials moved out of the URI), every problem named at once.
+import * as z from 'zod';
+import { poolNameProblem, printable } from '../base/lock-name.js';
+import { decodeUserinfo, displayUri, uriCredentials } from '../base/logger.js';
+import { parseKnownHosts } from '../transport/known-hosts.js';
+import type { HttpsTunnel } from '../transport/ssh-config.js';
+import { gitConfigKeyProblem } from './git-config-keys.js';
+import {
+  duration,
+  issueLines,
+  optionalBoolean,
+  optionalString,
+  requiredString,
+  unknownKeys,
+} from './payload-fields.js';
+
+const DEFAULT_RETRY_DELAY_MS = 10_000;
+
+const DEFAULT_GIT_TIMEOUT_MS = 5 * 60_000;
+
+export interface GitConfigEntry {
+  name: string;
+  value: string;
+}
+
+export interface Source {
+  uri: string;
+  branch: string;
+  pool: string;
+  privateKey?: string;
+  privateKeyPassphrase?: string;
+  privateKeyUser?: string;
+  forwardAgent: boolean;
+  username?: string;
+  password?: string;
+  gitConfig: GitConfigEntry[];
+  retryDelayMs: number;
+  httpsTunnel?: HttpsTunnel;
+  skipSslVerification: boolean;
+  knownHosts?: string;
+  gitTimeoutMs: number;
+}
+
+const PROXY_PORT_PROBLEM = 'invalid payload (https_tunnel.proxy_port must be a port number)';
+
+const SOURCE_SHAPE = {
+  // The URI is never quoted back: it may carry credentials.
+  uri: requiredString('uri').superRefine((uri, ctx) => {
+    // git would read a leading "-" as an option (`git remote add origin -x`).
+    if (uri.startsWith('-'))
+      ctx.addIssue({ code: 'custom', message: 'invalid payload (uri must not start with "-")' });
+    // eslint-disable-next-line no-control-regex
+    else if (/[\u0000-\u001f\u007f]/.test(uri))
+      ctx.addIssue({
+        code: 'custom',
+        message: 'invalid payload (uri contains a control character)',
+      });
+  }),
+  branch: requiredString('branch').refine((branch) => isSafeBranch(branch), {
+    message: 'invalid payload (branch is not a valid branch name)',
+  }),
+  pool: requiredString('pool').superRefine((pool, ctx) => {
+    // An empty pool already reads "missing pool".
+    const problem = pool === '' ? undefined : poolNameProblem(pool);
+    if (problem) ctx.addIssue({ code: 'custom', message: `invalid payload (pool ${problem})` });
+  }),
+  private_key: optionalString('private_key'),
+  private_key_passphrase: optionalString('private_key_passphrase'),
+  private_key_user: optionalString('private_key_user'),
+  forward_agent: optionalBoolean('forward_agent'),
+  username: optionalString('username'),
+  password: optionalString('password'),
+  git_config: z
+    .array(
+      z.object(
+        {
+          name: z
+            .string({ error: 'invalid payload (git_config entries need a string name)' })
+            .min(1, 'invalid payload (git_config entries need a name)')
+            .superRefine((name, ctx) => {
+              const problem = gitConfigKeyProblem(name);
+              if (problem)
+                ctx.addIssue({
+                  code: 'custom',
+                  message: `invalid payload (git_config: "${printable(name)}" ${problem})`,
+                });
+            }),
+          value: z
+            .union([z.string(), z.number(), z.boolean()], {
+              error: 'invalid payload (git_config entries need a string value)',
+            })
+            .transform(String),
+        },
+        { error: 'invalid payload (git_config must be a list of {name, value})' },
+      ),
+      { error: 'invalid payload (git_config must be a list of {name, value})' },
+    )
+    .nullish()
+    .transform((entries) => entries ?? []),
+  retry_delay: duration('retry_delay', { allowZero: true }).nullish(),
+  https_tunnel: z
+    .object(
+      {
+        proxy_host: requiredString('https_tunnel.proxy_host'),
+        proxy_port: z.union(
+          [
+            z
+              .number()
+              .int(PROXY_PORT_PROBLEM)
+              .min(1, PROXY_PORT_PROBLEM)
+              .max(65535, PROXY_PORT_PROBLEM),
+            z
+              .string()
+              .regex(/^\d{1,5}$/, PROXY_PORT_PROBLEM)
+              .transform(Number)
+              .refine((port) => port >= 1 && port <= 65535, PROXY_PORT_PROBLEM),
+          ],
+          { error: PROXY_PORT_PROBLEM },
+        ),
+        proxy_user: optionalString('https_tunnel.proxy_user'),
+        proxy_password: optionalString('https_tunnel.proxy_password'),
+      },
+      { error: 'invalid payload (https_tunnel must be an object)' },
+    )
+    .nullish(),
+  skip_ssl_verification: optionalBoolean('skip_ssl_verification'),
+  known_hosts: optionalString('known_hosts'),
+  git_timeout: duration('git_timeout', { allowZero: false }).nullish(),
+};
+
+const sourceSchema = z
+  .looseObject(SOURCE_SHAPE, { error: 'invalid payload (source must be an object)' })
+  .transform((raw): Source => ({
+    ...httpAuth(raw.uri, raw.username, raw.password),
+    branch: raw.branch,
+    pool: raw.pool,
+    privateKey: raw.private_key,
+    privateKeyPassphrase: raw.private_key_passphrase,
+    privateKeyUser: raw.private_key_user,
+    forwardAgent: raw.forward_agent,
+    gitConfig: raw.git_config,
+    retryDelayMs: raw.retry_delay ?? DEFAULT_RETRY_DELAY_MS,
+    httpsTunnel: raw.https_tunnel
+      ? {
+          proxyHost: raw.https_tunnel.proxy_host,
+          proxyPort: raw.https_tunnel.proxy_port,
+          proxyUser: raw.https_tunnel.proxy_user,
+          proxyPassword: raw.https_tunnel.proxy_password,
+        }
+      : undefined,
+    skipSslVerification: raw.skip_ssl_verification,
+    knownHosts: raw.known_hosts,
+    gitTimeoutMs: raw.git_timeout ?? DEFAULT_GIT_TIMEOUT_MS,
+  }));
+
+/**
+ * Credentials written into an HTTP(S) URI move out of it: git never sees them in its argv (any
+ * local user can read /proc/PID/cmdline) nor writes them into a repository's config, and gets
+ * them from the environment instead (git/environment.ts). As git reads such a URI, its user and
+ * password win over `username` and `password`, and a part it lacks is taken from them.
+ */
+function httpAuth(uri: string, username: string | undefined, password: string | undefined) {
+  const credentials = /^https?:/i.test(uri) ? uriCredentials(uri) : undefined;
+  if (!credentials) return { uri, username, password };
+  return {
+    uri: displayUri(uri),
+    username: credentials.user === '' ? username : decodeUserinfo(credentials.user),
+    password: credentials.password === undefined ? password : decodeUserinfo(credentials.password),
+  };
+}
+
+/** Whether git reaches `uri` over SSH: ssh://, git+ssh://, ssh+git:// or scp-like `[user@]host:path`. */
+export function isSshUri(uri: string): boolean {
+  if (/^(ssh|git\+ssh|ssh\+git):\/\//i.test(uri)) return true;
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(uri)) return false;
+  // git's rule: a colon before any slash makes it scp-like, unless it is a path.
+  const colon = uri.indexOf(':');
+  const slash = uri.indexOf('/');
+  return colon > 0 && (slash === -1 || colon < slash);
+}
+
+/** Git refuses some branch names; refusing them here keeps them from ever reaching argv. */
+function isSafeBranch(branch: string): boolean {
+  return (
+    !branch.startsWith('-') &&
+    !branch.startsWith('/') &&
+    !branch.endsWith('/') &&
+    !branch.endsWith('.lock') &&
+    !branch.includes('..') &&
+    !branch.includes('//') &&
+    !branch.includes('@{') &&
+    // eslint-disable-next-line no-control-regex
+    !/[\u0000-\u0020\u007f~^:?*[\\]/.test(branch)
+  );
+}
+
+export async function parseSource(
+  raw: unknown,
+  problems: string[],
+  unknown: string[],
+): Promise<Source | undefined> {
+  if (raw === undefined || raw === null) {
+    problems.push(
+      'invalid payload (missing uri)',
+      'invalid payload (missing branch)',
+      'invalid payload (missing pool)',
+    );
+    return undefined;
+  }
+  const result = sourceSchema.safeParse(raw);
+  unknown.push(...unknownKeys(raw, Object.keys(SOURCE_SHAPE), 'source'));
+  if (!result.success) problems.push(...issueLines(result.error, 'source'));
+  const transport = await transportProblems(raw);
+  problems.push(...transport);
+  return result.success && transport.length === 0 ? result.data : undefined;
+}
+
+/**
+ * Reads private_key and known_hosts now, so a key ssh2 cannot read fails here, naming the field,
+ * not later inside git. Runs on the raw source so these lines join every other problem. ssh2 is
+ * loaded only for a key to read: it is half of the packaged code and a tenth of every script's
+ * start-up, which requests over git://, HTTP(S) or a path never need.
+ */
+async function transportProblems(raw: unknown): Promise<string[]> {
+  if (typeof raw !== 'object' || raw === null) return [];
+  const field = (name: string) => {
+    const value = (raw as Record<string, unknown>)[name];
+    return typeof value === 'string' && value !== '' ? value : undefined;
+  };
+  const problems: string[] = [];
+  const uri = field('uri');
+  const privateKey = field('private_key');
+  // Only for SSH URIs: the reference ignored private_key for https:// and local repositories.
+  if (privateKey !== undefined && uri !== undefined && isSshUri(uri)) {
+    const { readPrivateKey } = await import('../transport/ssh-key.js');
+    const read = readPrivateKey(privateKey, field('private_key_passphrase'));
+    if ('problem' in read) problems.push(`invalid payload (${read.problem})`);
+  }
+  const knownHosts = field('known_hosts');
+  // A forwarded agent signs for whoever holds the connection: without a pinned host key, any
+  // host that answers (a spoofed DNS name, a hijacked address) could use the key.
+  if ((raw as Record<string, unknown>).forward_agent === true && knownHosts === undefined)
+    problems.push(
+      'invalid payload (forward_agent needs known_hosts: an unchecked host could use the forwarded key)',
+    );
+  if (knownHosts !== undefined) {
+    const parsed = parseKnownHosts(knownHosts);
+    if ('problem' in parsed) problems.push(`invalid payload (known_hosts: ${parsed.problem})`);
+  }
+  return problems;
+}
