@@ -58,17 +58,8 @@ describe('stdin', () => {
   ])(
     '%s without its folder argument says its usage at once, before reading stdin',
     async ([script, usage]) => {
-      const child = spawn(join(ASSETS, script!), [], { stdio: ['pipe', 'pipe', 'pipe'] });
-      let stderr = '';
-      child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-      child.stdin.on('error', () => undefined);
       // A person trying the script by hand: nothing typed yet, stdin open.
-      const code = await Promise.race([
-        new Promise<number | null>((resolve) => child.on('exit', (exitCode) => resolve(exitCode))),
-        new Promise<'running'>((resolve) => setTimeout(resolve, 5_000, 'running')),
-      ]);
-      if (code === 'running') child.kill('SIGKILL');
-      child.stdin.destroy();
+      const { code, stderr } = await runWithStdinOpen(script!, '');
       expect(code).toBe(1);
       expect(stderr).toBe(`${usage}\n`);
     },
@@ -84,19 +75,31 @@ describe('stdin', () => {
   });
 
   it('refuses a request over 1 MiB in one line, without waiting for the rest of it', async () => {
-    const child = spawn(join(ASSETS, 'check'), [], { stdio: ['pipe', 'pipe', 'pipe'] });
-    let stderr = '';
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    child.stdin.on('error', () => undefined);
     // More than the cap, and stdin left open: the answer comes without its end.
-    child.stdin.write(`{"source": {}, "padding": "${'x'.repeat(MB)}`);
-    const code = await Promise.race([
-      new Promise<number | null>((resolve) => child.on('exit', (exitCode) => resolve(exitCode))),
-      new Promise<'running'>((resolve) => setTimeout(resolve, 5_000, 'running')),
-    ]);
-    if (code === 'running') child.kill('SIGKILL');
-    child.stdin.destroy();
+    const { code, stderr } = await runWithStdinOpen(
+      'check',
+      `{"source": {}, "padding": "${'x'.repeat(MB)}`,
+    );
     expect(code).toBe(1);
     expect(stderr).toBe('invalid payload (the request on stdin is larger than 1 MiB)\n');
   });
 });
+
+/**
+ * Runs `script` without arguments, writes `input` and leaves stdin open: its exit code (or
+ * 'running' if it has not exited within 5 s, when it is killed) and its stderr.
+ */
+async function runWithStdinOpen(script: string, input: string) {
+  const child = spawn(join(ASSETS, script), [], { stdio: ['pipe', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  child.stdin.on('error', () => undefined);
+  if (input !== '') child.stdin.write(input);
+  const code = await Promise.race([
+    new Promise<number | null>((resolve) => child.on('exit', (exitCode) => resolve(exitCode))),
+    new Promise<'running'>((resolve) => setTimeout(resolve, 5_000, 'running')),
+  ]);
+  if (code === 'running') child.kill('SIGKILL');
+  child.stdin.destroy();
+  return { code, stderr };
+}
