@@ -92,18 +92,9 @@ describe('git_config keys that run a program or write a file', () => {
     ]);
     expect(await repo.tip()).toBe(before);
 
-    const empty = await tempDir('pool-empty-');
-    cleanups.push(() => rm(empty, { recursive: true, force: true }));
-    const bare = join(empty, 'locks.git');
-    await git(empty, 'init', '--quiet', '--bare', '--initial-branch=main', bare);
-    const init = await runScript('pool', '', {
-      env: env(),
-      args: [
-        'init',
-        ...['--uri', bare, '--branch', 'locks', '--pool', 'envs', '--lock', 'a'],
-        ...config.flatMap(({ name, value }) => ['--git-config', `${name}=${value}`]),
-      ],
-    });
+    const { bare, init } = await poolInitOnEmptyRepository(
+      config.flatMap(({ name, value }) => ['--git-config', `${name}=${value}`]),
+    );
     expect(init.code).toBe(1);
     expect(init.stderr).toContain('"commit.gpgSign" is not allowed');
     expect(init.stderr).toContain('"http.cookieFile" is not allowed');
@@ -194,18 +185,10 @@ describe('safety settings', () => {
   });
 
   it('pool init with a signing key configured commits unsigned, and no program runs', async () => {
-    const empty = await tempDir('pool-empty-');
-    cleanups.push(() => rm(empty, { recursive: true, force: true }));
-    const bare = join(empty, 'locks.git');
-    await git(empty, 'init', '--quiet', '--bare', '--initial-branch=main', bare);
-    const init = await runScript('pool', '', {
-      env: env(),
-      args: [
-        'init',
-        ...['--uri', bare, '--branch', 'locks', '--pool', 'envs', '--lock', 'a'],
-        ...['--git-config', 'user.signingKey=ABCDEF0123456789'],
-      ],
-    });
+    const { bare, init } = await poolInitOnEmptyRepository([
+      '--git-config',
+      'user.signingKey=ABCDEF0123456789',
+    ]);
     expect(init.code, init.stderr).toBe(0);
     expect(await git(bare, 'cat-file', 'commit', 'locks')).not.toContain('gpgsig');
     expect(await markerExists()).toBe(false);
@@ -270,3 +253,20 @@ describe('url.<base>.insteadOf', () => {
     expect(await repo.tip()).toBe(before);
   });
 });
+
+/** `pool init` of pool "envs" on branch "locks" of a new, empty bare repository, with `extra` flags. */
+async function poolInitOnEmptyRepository(extra: string[]) {
+  const empty = await tempDir('pool-empty-');
+  cleanups.push(() => rm(empty, { recursive: true, force: true }));
+  const bare = join(empty, 'locks.git');
+  await git(empty, 'init', '--quiet', '--bare', '--initial-branch=main', bare);
+  const init = await runScript('pool', '', {
+    env: env(),
+    args: [
+      'init',
+      ...['--uri', bare, '--branch', 'locks', '--pool', 'envs', '--lock', 'a'],
+      ...extra,
+    ],
+  });
+  return { bare, init };
+}
