@@ -12,5 +12,5 @@ export function globMatcher(pattern: string): (name: string) => boolean {
 }
 
 function escapeRegExp(char: string): string {
-  return /[\\^$.*+?()[\]{}|/-]/.test(char) ? `\\${char}` : char;
+  return /[\\^$.*+?()[\]{}|/]/.test(char) ? `\\${char}` : char;
 }
