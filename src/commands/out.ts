@@ -27,6 +27,7 @@ export async function runOut(ctx: CommandContext) {
     build: buildInfoFromEnv(ctx.env),
     waitTimeoutMs: request.waitTimeoutMs,
     claimer: 'the put',
+    leaseMs: request.leaseMs,
   });
   return lockResponse(outcome.ref, outcome.name, source.pool);
 }

@@ -51,6 +51,8 @@ export interface ClaimRecord {
   by?: string;
   /** How long the put took to get the lock, from its start to this commit. */
   waitedMs: number;
+  /** When the claim's lease runs out (SPEC §10); a claim without one never expires. */
+  leaseExpires?: Date;
 }
 
 /** `SUBJECT`, a blank line, `Build URL: …`; claiming commits add a trailer block after it. */
@@ -60,7 +62,7 @@ export function commitMessage(subject: string, build: BuildInfo, claim?: ClaimRe
   if (claim) {
     const trailers: [string, string | undefined][] = [
       ['Claim-Token', claim.token],
-      ['Claimed-At', claim.at.toISOString().replace(/\.\d{3}Z$/, 'Z')],
+      ['Claimed-At', rfc3339(claim.at)],
       ['Claimed-By', claim.by ?? url],
       ['Build-Id', build.id],
       ['Build-Team', build.team],
@@ -68,6 +70,7 @@ export function commitMessage(subject: string, build: BuildInfo, claim?: ClaimRe
       ['Build-Job', build.job],
       ['Build-Name', build.name],
       ['Waited', formatGoDuration(claim.waitedMs)],
+      ['Lease-Expires', claim.leaseExpires && rfc3339(claim.leaseExpires)],
     ];
     message += '\n';
     for (const [key, value] of trailers) {
@@ -75,6 +78,11 @@ export function commitMessage(subject: string, build: BuildInfo, claim?: ClaimRe
     }
   }
   return message;
+}
+
+/** RFC 3339 in UTC, to the second, as every time in a trailer is written. */
+function rfc3339(date: Date): string {
+  return date.toISOString().replace(/\.\d{3}Z$/, 'Z');
 }
 
 function oneLine(value: string): string {

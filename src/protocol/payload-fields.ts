@@ -12,7 +12,18 @@ const MAX_DURATION_MS = 7 * 24 * 3600_000;
 /** No real duration is longer ("1h2m3s4ms5us6ns" is 15); longer text is not worth quoting back. */
 const MAX_DURATION_CHARS = 64;
 
-export function duration(field: string, { allowZero }: { allowZero: boolean }) {
+/**
+ * `maxMs`/`maxText` replace the ceiling for a field whose sane values reach further (a lease may
+ * span a weekend of hand-offs).
+ */
+export function duration(
+  field: string,
+  {
+    allowZero,
+    maxMs = MAX_DURATION_MS,
+    maxText = '168h',
+  }: { allowZero: boolean; maxMs?: number; maxText?: string },
+) {
   return z
     .union([z.string(), z.number()], {
       error: `invalid payload (${field} must be a duration such as "10s")`,
@@ -54,12 +65,26 @@ export function duration(field: string, { allowZero }: { allowZero: boolean }) {
         });
         return z.NEVER;
       }
-      if (ms > MAX_DURATION_MS) {
-        ctx.addIssue({ code: 'custom', message: `invalid payload (${field} is longer than 168h)` });
+      if (ms > maxMs) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `invalid payload (${field} is longer than ${maxText})`,
+        });
         return z.NEVER;
       }
       return ms;
     });
+}
+
+/**
+ * The longest lease (SPEC §10): a month covers any hand-off chain that renews; a longer one is
+ * almost certainly a unit mistake, and would leave a forgotten lock stuck for as long.
+ */
+export const MAX_LEASE_MS = 30 * 24 * 3600_000;
+
+/** `lease` and `lease_grace`: Go durations up to MAX_LEASE_MS. */
+export function leaseDuration(field: string, { allowZero }: { allowZero: boolean }) {
+  return duration(field, { allowZero, maxMs: MAX_LEASE_MS, maxText: '720h (30 days)' });
 }
 
 export function requiredString(field: string) {

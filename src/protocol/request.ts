@@ -4,7 +4,14 @@
 import * as z from 'zod';
 import { ConfigurationError } from '../base/errors.js';
 import { lockNameProblem, printable } from '../base/lock-name.js';
-import { capped, duration, issueLines, MAX_LINES, unknownKeys } from './payload-fields.js';
+import {
+  capped,
+  duration,
+  issueLines,
+  leaseDuration,
+  MAX_LINES,
+  unknownKeys,
+} from './payload-fields.js';
 import { parseSource, type Source } from './source.js';
 
 export { isSshUri, type GitConfigEntry, type Source } from './source.js';
@@ -30,6 +37,10 @@ export interface OutRequest {
   source: Source;
   operation: OutOperation;
   waitTimeoutMs?: number;
+  /** The lease of this put's claim: `params.lease`, else the source's (SPEC §10). */
+  leaseMs?: number;
+  /** `reclaim_expired` of the params, else of the source. */
+  reclaimExpired: boolean;
 }
 
 export interface Parsed<T> {
@@ -119,6 +130,10 @@ const outParamsShape = {
   check: stepParam('check'),
   check_unclaimed: stepParam('check_unclaimed'),
   wait_timeout: duration('wait_timeout', { allowZero: false }).nullish(),
+  lease: leaseDuration('lease', { allowZero: false }).nullish(),
+  reclaim_expired: z
+    .boolean({ error: 'invalid payload (reclaim_expired must be true or false)' })
+    .nullish(),
 };
 
 const outSchema = z.looseObject({
@@ -244,19 +259,41 @@ export async function parseOutRequest(text: string): Promise<Parsed<OutRequest>>
     } else {
       operation = toOperation(chosen[0]!, params, problems);
     }
+    problems.push(...leaseProblems(chosen, params));
   }
   return finish(
     problems,
-    () => ({
-      source: source!,
-      operation: operation!,
-      waitTimeoutMs: envelope.data!.params?.wait_timeout ?? undefined,
-    }),
+    () => {
+      const params = envelope.data!.params;
+      return {
+        source: source!,
+        operation: operation!,
+        waitTimeoutMs: params?.wait_timeout ?? undefined,
+        leaseMs: params?.lease ?? source!.leaseMs,
+        reclaimExpired: params?.reclaim_expired ?? source!.reclaimExpired,
+      };
+    },
     unknown,
   );
 }
 
 type OutParams = z.infer<z.ZodObject<typeof outParamsShape>>;
+
+/** The lease params mean something only to the operations that take or keep a claim. */
+function leaseProblems(chosen: readonly string[], params: Partial<OutParams>): string[] {
+  const [operation] = chosen;
+  if (chosen.length !== 1 || operation === undefined) return [];
+  const problems: string[] = [];
+  if (params.lease != null && !LEASED_OPERATIONS.includes(operation))
+    problems.push(
+      `invalid payload (lease applies to ${LEASED_OPERATIONS.join(', ')}, not to ${operation})`,
+    );
+  if (params.reclaim_expired != null && operation !== 'acquire')
+    problems.push(`invalid payload (reclaim_expired applies to acquire, not to ${operation})`);
+  return problems;
+}
+
+const LEASED_OPERATIONS: readonly string[] = ['acquire', 'claim', 'renew'];
 
 function toOperation(
   key: (typeof OPERATION_KEYS)[number],

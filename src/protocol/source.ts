@@ -9,6 +9,7 @@ import { gitConfigKeyProblem } from './git-config-keys.js';
 import {
   duration,
   issueLines,
+  leaseDuration,
   optionalBoolean,
   optionalString,
   requiredString,
@@ -18,6 +19,9 @@ import {
 const DEFAULT_RETRY_DELAY_MS = 10_000;
 
 const DEFAULT_GIT_TIMEOUT_MS = 5 * 60_000;
+
+/** SPEC §10: room for clocks that disagree before a lease counts as expired. */
+const DEFAULT_LEASE_GRACE_MS = 5 * 60_000;
 
 export interface GitConfigEntry {
   name: string;
@@ -40,6 +44,12 @@ export interface Source {
   skipSslVerification: boolean;
   knownHosts?: string;
   gitTimeoutMs: number;
+  /** The lease of every claim made through this resource (SPEC §10); none when unset. */
+  leaseMs?: number;
+  /** How long after its lease a claim still counts as held. */
+  leaseGraceMs: number;
+  /** An acquire that finds no unclaimed lock may take an expired one. */
+  reclaimExpired: boolean;
 }
 
 const PROXY_PORT_PROBLEM = 'invalid payload (https_tunnel.proxy_port must be a port number)';
@@ -127,6 +137,10 @@ const SOURCE_SHAPE = {
   skip_ssl_verification: optionalBoolean('skip_ssl_verification'),
   known_hosts: optionalString('known_hosts'),
   git_timeout: duration('git_timeout', { allowZero: false }).nullish(),
+  lease: leaseDuration('lease', { allowZero: false }).nullish(),
+  // Zero is a choice: clocks known to agree need no room.
+  lease_grace: leaseDuration('lease_grace', { allowZero: true }).nullish(),
+  reclaim_expired: optionalBoolean('reclaim_expired'),
 };
 
 const sourceSchema = z
@@ -152,6 +166,9 @@ const sourceSchema = z
     skipSslVerification: raw.skip_ssl_verification,
     knownHosts: raw.known_hosts,
     gitTimeoutMs: raw.git_timeout ?? DEFAULT_GIT_TIMEOUT_MS,
+    leaseMs: raw.lease ?? undefined,
+    leaseGraceMs: raw.lease_grace ?? DEFAULT_LEASE_GRACE_MS,
+    reclaimExpired: raw.reclaim_expired,
   }));
 
 /**

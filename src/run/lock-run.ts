@@ -25,6 +25,8 @@ export interface LockRunOptions {
   claimedBy?: string;
   /** Who claims, for the compensating release's message: "the put", "the pool command". */
   claimer: string;
+  /** The lease a claim gets (SPEC §10); none when undefined. */
+  leaseMs?: number;
 }
 
 export async function runLockOperation(
@@ -56,19 +58,23 @@ export async function runLockOperation(
       waitTimeoutMs,
       waitTimeoutSetting: options.waitTimeoutSetting,
       lineToken: token.replace(/[^0-9a-z]/gi, '').toLowerCase(),
-      message: (subject, claiming) =>
-        commitMessage(
+      message: (subject, claiming) => {
+        const now = ctx.clock.now();
+        return commitMessage(
           subject,
           build,
           claiming
             ? {
                 token,
-                at: new Date(ctx.clock.now()),
+                at: new Date(now),
                 by: options.claimedBy,
-                waitedMs: ctx.clock.now() - started,
+                waitedMs: now - started,
+                leaseExpires:
+                  options.leaseMs === undefined ? undefined : new Date(now + options.leaseMs),
               }
             : undefined,
-        ),
+        );
+      },
     },
     ctx.signal,
   );

@@ -132,6 +132,8 @@ describe('safety settings', () => {
       retryDelayMs: 100,
       skipSslVerification: false,
       gitTimeoutMs: 10_000,
+      leaseGraceMs: 300_000,
+      reclaimExpired: false,
     };
     environment = await createGitEnvironment(src, { PATH: path });
     const get = async (key: string) =>

@@ -105,6 +105,9 @@ describe('source', () => {
       skipSslVerification: true,
       knownHosts: KNOWN_HOSTS,
       gitTimeoutMs: 120_000,
+      leaseMs: undefined,
+      leaseGraceMs: 300_000,
+      reclaimExpired: false,
     });
   });
 
@@ -124,6 +127,9 @@ describe('source', () => {
       skipSslVerification: false,
       knownHosts: undefined,
       gitTimeoutMs: 300_000,
+      leaseMs: undefined,
+      leaseGraceMs: 300_000,
+      reclaimExpired: false,
     });
   });
 

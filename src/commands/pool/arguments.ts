@@ -38,6 +38,8 @@ const OPTIONS = {
   'skip-ssl-verification': { type: 'boolean' },
   'retry-delay': { type: 'string' },
   'git-timeout': { type: 'string' },
+  lease: { type: 'string' },
+  'lease-grace': { type: 'string' },
   lock: { type: 'string', multiple: true },
   metadata: { type: 'string' },
   claimed: { type: 'boolean' },
@@ -63,6 +65,8 @@ const SOURCE_OPTIONS: readonly OptionName[] = [
   'skip-ssl-verification',
   'retry-delay',
   'git-timeout',
+  'lease',
+  'lease-grace',
 ];
 
 /** What each subcommand takes besides the source options and --help. */
@@ -93,6 +97,8 @@ export interface SourceFlags {
   skipSslVerification?: boolean;
   retryDelay?: string;
   gitTimeout?: string;
+  lease?: string;
+  leaseGrace?: string;
 }
 
 export type Invocation =
@@ -205,6 +211,8 @@ export function parsePoolArguments(args: readonly string[]): Invocation {
       skipSslVerification: values['skip-ssl-verification'],
       retryDelay: values['retry-delay'],
       gitTimeout: values['git-timeout'],
+      lease: values.lease,
+      leaseGrace: values['lease-grace'],
     },
   };
 }
@@ -246,6 +254,8 @@ const SOURCE_HELP = `Source (the resource's \`source\`, as flags or as a JSON fi
   --skip-ssl-verification             skip_ssl_verification: true
   --retry-delay DURATION              retry_delay (Go duration, default 10s)
   --git-timeout DURATION              git_timeout (Go duration, default 5m)
+  --lease DURATION                    lease of a claim (Go duration; none by default)
+  --lease-grace DURATION              lease_grace (Go duration, default 5m)
 Secrets are read from files so they never show in the process list.`;
 
 const HOLDER_HELP = `  --by TEXT     who holds the lock, written to the Claimed-By trailer

@@ -29,6 +29,8 @@ export async function sourceFromFlags(flags: SourceFlags): Promise<Parsed<Source
   set('skip_ssl_verification', flags.skipSslVerification);
   set('retry_delay', flags.retryDelay);
   set('git_timeout', flags.gitTimeout);
+  set('lease', flags.lease);
+  set('lease_grace', flags.leaseGrace);
   if (flags.gitConfig.length > 0) {
     const entries = flags.gitConfig.map((entry) => {
       const equals = entry.indexOf('=');
