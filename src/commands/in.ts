@@ -5,6 +5,7 @@ import type { CommandContext } from '../run/context.js';
 import { BranchHistory } from '../repo/branch-history.js';
 import { ConfigurationError, OperationError } from '../base/errors.js';
 import { lockPath } from '../lock/pool-state.js';
+import { formatInstant } from '../repo/lock-holders.js';
 import { parseInRequest } from '../protocol/request.js';
 import { lockResponse, openSession, readRequest } from '../run/session.js';
 
@@ -59,6 +60,13 @@ export async function runIn(ctx: CommandContext) {
   await mkdir(dest, { recursive: true });
   await history.writeBlob(lock.blob, join(dest, 'metadata'));
   await writeFile(join(dest, 'name'), `${name}\n`);
+  if (state === 'claimed') {
+    // For fencing (SPEC §10): a release or renew from this folder acts only on this claim.
+    const claim = await history.claimOf(lockCommit, name);
+    if (claim.token) await writeFile(join(dest, 'claim_token'), `${claim.token}\n`);
+    if (claim.leaseExpires)
+      await writeFile(join(dest, 'lease_expires'), `${formatInstant(claim.leaseExpires)}\n`);
+  }
   ctx.log.info(`fetched lock: ${name} (${state}) from pool: ${source.pool}`);
   return lockResponse(version, name, source.pool);
 }

@@ -195,6 +195,7 @@ async function report(
       name: record.name,
       by: record.by,
       since: record.since,
+      leaseExpires: record.leaseExpires,
       trailers: record.commit
         ? await git.run(['log', '-1', '--format=%(trailers:only,unfold)', record.commit], {
             cwd: join(home, 'holders.git'),
@@ -332,6 +333,7 @@ async function change(
     waitTimeoutSetting: '--wait-timeout',
     claimedBy: options.by,
     claimer: 'the pool command',
+    leaseMs: source.leaseMs,
   });
   return options.json
     ? `${JSON.stringify(lockResponse(outcome.ref, outcome.name, source.pool))}\n`

@@ -8,7 +8,14 @@ import { OperationError } from '../base/errors.js';
 import type { Git } from '../git/git.js';
 import { lockPath, type LockState } from '../lock/pool-state.js';
 import { BranchCopy } from './branch-copy.js';
-import { isRegularFile, lockAtPath, parseNameLog, parseTree } from './git-output.js';
+import {
+  isRegularFile,
+  lockAtPath,
+  parseHolderLog,
+  parseNameLog,
+  parseTree,
+} from './git-output.js';
+import { claimFromTrailers, renewalLogArgs, renewedLeases } from './lock-holders.js';
 
 /** How much wider each deepening makes the window. */
 const DEEPEN_FACTOR = 4;
@@ -149,6 +156,19 @@ export class BranchHistory {
     // --count always prints (see fetch), and answers in one quick command.
     const count = await this.run(['rev-list', '--count', `${commit}..${this.tip}`, '--', path]);
     return count.trim() !== '0';
+  }
+
+  /**
+   * The claim `commit` made on lock `name`: its token, and its lease as last renewed up to the
+   * tip (SPEC §10). The window holds `commit`, so it holds every renewal after it.
+   */
+  async claimOf(commit: string, name: string): Promise<{ token?: string; leaseExpires?: Date }> {
+    const trailers = await this.run(['log', '-1', '--format=%(trailers:only,unfold)', commit]);
+    const claim = claimFromTrailers(trailers);
+    if (claim.token === undefined) return claim;
+    const renewals = await this.run(renewalLogArgs(`${commit}..${this.tip}`));
+    const renewed = renewedLeases(parseHolderLog(renewals), [{ name, token: claim.token }]);
+    return { ...claim, leaseExpires: renewed.get(claim.token) ?? claim.leaseExpires };
   }
 
   /** Writes a blob's bytes, exactly, to `target`. */

@@ -14,6 +14,7 @@ import {
   isRegularFile,
   parseHolderLog,
   poolEntries,
+  type HolderLogRecord,
 } from './git-output.js';
 
 export interface LockRecord {
@@ -25,6 +26,13 @@ export interface LockRecord {
   since?: Date;
   /** The commit that put the lock in its state. */
   commit?: string;
+  /** A claimed lock's `Claim-Token` (SPEC §9): which put's claim it is. */
+  token?: string;
+  /**
+   * When a claimed lock's lease runs out: the latest `Lease-Expires` recorded for its token (the
+   * claiming commit's, or a later `renewing:` commit's). Undefined: the claim never expires.
+   */
+  leaseExpires?: Date;
   /** Why `out` does not count it as a lock (see PoolEntry). */
   problem?: string;
 }
@@ -152,7 +160,24 @@ export class LockHolders {
       const more = maxDepth === undefined && steps > DEEPEN_STEPS.length ? 'all' : step;
       if (!(await this.copy.deepen(more, { signal, atMost: maxDepth }))) break;
     }
+    await this.renewLeases(found, signal);
     return [...byPath.entries()].map(([path, lock]) => found.get(path) ?? { ...lock });
+  }
+
+  /**
+   * Moves each claim's lease to its latest renewal. A renewal is an empty `renewing: NAME` commit
+   * carrying the claim's token (SPEC §10): it touches no file, so `git log -- path` never finds
+   * it. It always comes after its claiming commit, which the copy holds, so the commits fetched
+   * hold every renewal; a token is unique to one put, so any `renewing:` commit with it counts.
+   */
+  private async renewLeases(found: Map<string, LockRecord>, signal?: AbortSignal) {
+    const tokens = new Map<string, LockRecord>();
+    for (const record of found.values())
+      if (record.state === 'claimed' && record.token) tokens.set(record.token, record);
+    if (tokens.size === 0) return;
+    const out = await this.run(renewalLogArgs(this.copy.tip), signal);
+    for (const [token, lease] of renewedLeases(parseHolderLog(out), [...tokens.values()]))
+      tokens.get(token)!.leaseExpires = lease;
   }
 
   /** How far back the last lookup looked (for "not found in the last N commits"). */
@@ -191,9 +216,11 @@ export class LockHolders {
         if (!wanted.has(path) || settled.has(path)) continue;
         settled.add(path);
         if (shallow.has(commit)) continue;
+        const claimed = path.startsWith(`${this.options.pool}/claimed/`);
         result.set(path, {
           commit,
           ...holderFromCommit({ trailers, body, author, authoredAt: new Date(time * 1000) }),
+          ...(claimed ? claimFromTrailers(trailers) : {}),
         });
       }
     }
@@ -212,25 +239,75 @@ export interface CommitFacts {
   authoredAt: Date;
 }
 
+/** The subject of a lease renewal (SPEC §10), followed by the lock's name. */
+export const RENEWING = 'renewing: ';
+
+/** The value of trailer `key` in `%(trailers:only,unfold)` text; the last one wins. */
+export function trailerOf(trailers: string, key: string): string | undefined {
+  let value: string | undefined;
+  for (const line of trailers.split('\n')) {
+    const colon = line.indexOf(':');
+    if (colon > 0 && line.slice(0, colon).trim().toLowerCase() === key.toLowerCase()) {
+      value = line.slice(colon + 1).trim();
+    }
+  }
+  return value;
+}
+
+/** `git log` of the `renewing:` commits in `range`, for parseHolderLog and renewedLeases. */
+export function renewalLogArgs(range: string): string[] {
+  return ['log', '-z', `--grep=^${RENEWING}`, `--format=${HOLDER_LOG_FORMAT}`, range, '--'];
+}
+
+/**
+ * The latest lease each claim's renewals recorded, by token. `log` is newest first; a renewal
+ * counts when its subject names the claim's lock and it carries the claim's token.
+ */
+export function renewedLeases(
+  log: readonly HolderLogRecord[],
+  claims: readonly { name: string; token?: string }[],
+): Map<string, Date> {
+  const names = new Map(claims.map((claim) => [claim.token, claim.name]));
+  const leases = new Map<string, Date>();
+  for (const { trailers, body } of log) {
+    const token = trailerOf(trailers, 'Claim-Token');
+    if (token === undefined || leases.has(token)) continue;
+    const name = names.get(token);
+    if (name === undefined || firstLine(body) !== `${RENEWING}${name}`) continue;
+    const lease = instant(trailerOf(trailers, 'Lease-Expires'));
+    if (lease) leases.set(token, lease);
+  }
+  return leases;
+}
+
+/** An RFC 3339 trailer value as a date; undefined when absent or unreadable. */
+function instant(text: string | undefined): Date | undefined {
+  const parsed = text ? new Date(text) : undefined;
+  return parsed && !Number.isNaN(parsed.getTime()) ? parsed : undefined;
+}
+
+function firstLine(body: string): string {
+  return body.split('\n', 1)[0]!.trim();
+}
+
+/** What a claiming commit says about the claim itself: its token and its lease, when it has them. */
+export function claimFromTrailers(trailers: string): { token?: string; leaseExpires?: Date } {
+  const token = trailerOf(trailers, 'Claim-Token');
+  const leaseExpires = instant(trailerOf(trailers, 'Lease-Expires'));
+  return {
+    ...(token ? { token } : {}),
+    ...(leaseExpires ? { leaseExpires } : {}),
+  };
+}
+
 /** What a commit says about who made the change and when; claims first, then older habits. */
 export function holderFromCommit(facts: CommitFacts): { by: string; since: Date } {
-  const trailer = (key: string): string | undefined => {
-    let value: string | undefined;
-    for (const line of facts.trailers.split('\n')) {
-      const colon = line.indexOf(':');
-      if (colon > 0 && line.slice(0, colon).trim().toLowerCase() === key.toLowerCase()) {
-        value = line.slice(colon + 1).trim();
-      }
-    }
-    return value;
-  };
+  const trailer = (key: string) => trailerOf(facts.trailers, key);
   const known = (value: string | undefined) =>
     value !== undefined && value !== '' && value !== 'unknown' ? value : undefined;
   const buildUrl = /^Build URL: (.*)$/m.exec(facts.body)?.[1]?.trim();
   const by = known(trailer('Claimed-By')) ?? known(buildUrl) ?? facts.author;
-  const claimedAt = trailer('Claimed-At');
-  const parsed = claimedAt ? new Date(claimedAt) : undefined;
-  const since = parsed && !Number.isNaN(parsed.getTime()) ? parsed : facts.authoredAt;
+  const since = instant(trailer('Claimed-At')) ?? facts.authoredAt;
   return { by, since };
 }
 
@@ -239,11 +316,22 @@ export function formatInstant(date: Date): string {
   return date.toISOString().replace(/\.\d{3}Z$/, 'Z');
 }
 
-/** `by URL since 2026-…Z (for 12m30s)`, or that the claiming commit lies deeper than we looked. */
+/** `by URL since 2026-…Z (for 12m30s, lease expires in 12m)`, or that the claiming commit lies deeper than we looked. */
 export function describeHolder(record: LockRecord, now: number, searchedDepth: number): string {
   if (!record.since || !record.by) return `holder not found in the last ${searchedDepth} commits`;
   const held = Math.max(0, now - record.since.getTime());
-  return `by ${record.by} since ${formatInstant(record.since)} (for ${formatMs(held)})`;
+  const lease = describeLease(record, now);
+  return `by ${record.by} since ${formatInstant(record.since)} (for ${formatMs(held)}${lease ? `, ${lease}` : ''})`;
+}
+
+/**
+ * `lease expires in 12m` or `lease expired 3m ago` (SPEC §10); undefined for a claim without a
+ * lease, which never expires.
+ */
+export function describeLease(record: Pick<LockRecord, 'leaseExpires'>, now: number) {
+  if (!record.leaseExpires) return undefined;
+  const left = record.leaseExpires.getTime() - now;
+  return left >= 0 ? `lease expires in ${formatMs(left)}` : `lease expired ${formatMs(-left)} ago`;
 }
 
 /**

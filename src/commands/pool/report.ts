@@ -35,10 +35,7 @@ export interface LockFigures {
   /** The current holder in full, as `pool status --json` says it: the build URL or operator. */
   claimed_by?: string;
   claimed_at?: string;
-  /**
-   * The claim's `Lease-Expires` trailer, when it has one (leases, SPEC §10; a renewal's later
-   * trailer is not read yet, as nothing writes one yet).
-   */
+  /** The claim's lease, when it has one: its latest renewal's, else its claiming commit's (SPEC §10). */
   lease_expires?: string;
 }
 
@@ -61,6 +58,8 @@ export interface CurrentHolder {
   by?: string;
   since?: Date;
   trailers: string;
+  /** The claim's lease as renewed (see LockHolders.records); else the claiming commit's trailer. */
+  leaseExpires?: Date;
 }
 
 export interface Report {
@@ -154,7 +153,9 @@ export function buildReport(input: {
       figures.holder = shortHolder(by, holder.trailers);
       figures.claimed_by = by;
       if (holder.since) figures.claimed_at = formatInstant(holder.since);
-      const lease = trailerValue(holder.trailers, 'Lease-Expires');
+      const lease = holder.leaseExpires
+        ? formatInstant(holder.leaseExpires)
+        : trailerValue(holder.trailers, 'Lease-Expires');
       if (lease) figures.lease_expires = lease;
     }
     return figures;

@@ -1,6 +1,6 @@
 // `pool status` output: a table for people, or JSON for scripts, from the locks' records.
 import { formatMs } from '../../base/errors.js';
-import { formatInstant, type LockRecord } from '../../repo/lock-holders.js';
+import { describeLease, formatInstant, type LockRecord } from '../../repo/lock-holders.js';
 import { showable } from '../../base/lock-name.js';
 import { compareEntries, type WaitingEntry } from '../../lock/waiting-line.js';
 import { fit, shortHolder } from './holder.js';
@@ -20,6 +20,8 @@ export interface StatusEntry {
   claimed_at: string | null;
   /** When it entered its current state (claimed, released or added). */
   since: string | null;
+  /** When the claim's lease runs out (claimed locks with a lease only, SPEC §10). */
+  lease_expires?: string;
   /** Only for a file `out` does not take as a lock: why (its name breaks the lock-name rules). */
   problem?: string;
 }
@@ -35,6 +37,9 @@ export function statusEntries(records: readonly LockRecord[]): StatusEntry[] {
       claimed_by: claimed ? (record.by ?? null) : null,
       claimed_at: claimed ? since : null,
       since,
+      ...(claimed && record.leaseExpires
+        ? { lease_expires: formatInstant(record.leaseExpires) }
+        : {}),
       ...(record.problem ? { problem: record.problem } : {}),
     };
   });
@@ -47,14 +52,31 @@ export function statusEntries(records: readonly LockRecord[]): StatusEntry[] {
 export function statusTable(entries: readonly StatusEntry[], now: number, wide = false): string {
   // A NOTE column only when there is something to note: `out` will not take a lock listed.
   const noted = entries.some((entry) => entry.problem);
+  // A LEASE column only in a pool that uses leases (SPEC §10).
+  const leased = entries.some((entry) => entry.lease_expires);
   const rows = [
-    ['LOCK', 'STATE', 'HOLDER', 'SINCE', 'FOR', ...(noted ? ['NOTE'] : [])],
+    [
+      'LOCK',
+      'STATE',
+      'HOLDER',
+      'SINCE',
+      'FOR',
+      ...(leased ? ['LEASE'] : []),
+      ...(noted ? ['NOTE'] : []),
+    ],
     ...entries.map((entry) => [
       wide ? showable(entry.name) : fit(showable(entry.name), LOCK_WIDTH),
       entry.state,
       entry.state === 'claimed' ? showable((wide ? entry.claimed_by : entry.holder) ?? '?') : '-',
       entry.since ?? '?',
       entry.since ? formatMs(Math.max(0, now - Date.parse(entry.since))) : '?',
+      ...(leased
+        ? [
+            entry.lease_expires
+              ? (describeLease({ leaseExpires: new Date(entry.lease_expires) }, now) ?? '-')
+              : '-',
+          ]
+        : []),
       // out's words for it (lock-operation.ts), so both say the same thing about it.
       ...(noted
         ? [entry.problem ? `${entry.problem}, not a lock file: fix the lock repository` : '']
@@ -63,7 +85,7 @@ export function statusTable(entries: readonly StatusEntry[], now: number, wide =
   ];
   if (!wide) {
     // The holder column takes what the others leave of the terminal's width.
-    const others = [0, 1, 3, 4].reduce(
+    const others = [0, 1, 3, 4, ...(leased ? [5] : [])].reduce(
       (sum, column) => sum + Math.max(...rows.map((row) => row[column]!.length)) + 2,
       0,
     );
