@@ -43,9 +43,30 @@ async function resolveOperation(operation: OutOperation, src: string): Promise<R
       throw new ConfigurationError([
         `error reading ${operation.kind}: ${printable(operation.step)}/metadata does not exist or cannot be read`,
       ]);
+    if (operation.kind === 'update')
+      return { kind: 'update', name, metadata, ...(await readToken(folder)) };
     return { kind: operation.kind, name, metadata };
   }
+  if (operation.kind === 'release') return { kind: 'release', name, ...(await readToken(folder)) };
   return { kind: operation.kind, name };
+}
+
+/** A token as claims write it (a UUID); anything else in the file is not one of ours. */
+const CLAIM_TOKEN = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * The claim a `get` of the lock wrote (`claim_token`, SPEC §10): the operation then acts only
+ * while that claim holds the lock. A folder without one (the reference's `in`) acts as before.
+ */
+async function readToken(folder: StepFolder): Promise<{ token?: string }> {
+  const bytes = await readStepFile(folder, 'claim_token');
+  if (bytes === undefined) return {};
+  const token = bytes.toString('utf8').trim();
+  if (!CLAIM_TOKEN.test(token))
+    throw new OperationError(
+      `error reading ${folder.field}: the "claim_token" file does not hold a claim token`,
+    );
+  return { token };
 }
 
 async function readName(folder: StepFolder): Promise<string> {

@@ -1,11 +1,19 @@
 // What each `out` operation does to a pool, as a pure decision over the pool's state: commit a
 // change, report what it observed, wait, or fail. No git, no clocks: table-tested on its own.
-import type { Change, PoolState } from './pool-state.js';
+import type { Change, ClaimFacts, PoolState, ReclaimFacts } from './pool-state.js';
 
+/**
+ * `token`: the claim a release or update comes from (the step folder's `claim_token`, SPEC §10):
+ * the operation acts only while that claim holds the lock.
+ */
 export type ResolvedOperation =
   | { kind: 'acquire' }
-  | { kind: 'claim' | 'release' | 'remove' | 'check' | 'check_unclaimed'; name: string }
-  | { kind: 'add' | 'add_claimed' | 'update'; name: string; metadata: Buffer };
+  | {
+      kind: 'claim' | 'release' | 'remove' | 'check' | 'check_unclaimed';
+      name: string;
+      token?: string;
+    }
+  | { kind: 'add' | 'add_claimed' | 'update'; name: string; metadata: Buffer; token?: string };
 
 export type Decision =
   | { kind: 'commit'; name: string; change: Change; subject: string; claiming: boolean }
@@ -151,4 +159,19 @@ function notClaimed(name: string, poolName: string, unclaimed: boolean, verb: st
       ? `cannot ${verb} lock "${name}": it is not claimed in pool "${poolName}" (it is unclaimed)`
       : `cannot ${verb} lock "${name}": it does not exist in pool "${poolName}"`,
   };
+}
+
+/**
+ * Why a step folder's claim may no longer act on its lock (fencing, SPEC §10): reclaimed, or
+ * released and claimed again by someone else.
+ */
+export function noLongerHeld(name: string, reclaim?: ReclaimFacts, claim?: ClaimFacts): string {
+  const why = reclaim
+    ? `reclaimed at ${rfc3339(reclaim.at)}: ${reclaim.reason}`
+    : `claimed since ${claim?.since ? rfc3339(claim.since) : 'an unknown time'} by ${claim?.by ?? 'an unknown holder'}`;
+  return `lock ${name} is no longer held by this claim (${why})`;
+}
+
+function rfc3339(date: Date): string {
+  return date.toISOString().replace(/\.\d{3}Z$/, 'Z');
 }

@@ -4,7 +4,8 @@
 import { CancelledError, OperationError, WaitTimeoutError, formatMs } from '../base/errors.js';
 import { PUSH_GRACE_MS } from '../base/stop-budget.js';
 import { LineMember } from './line-member.js';
-import { decide, freeLocks, type ResolvedOperation } from './lock-operation.js';
+import { decide, freeLocks, noLongerHeld, type ResolvedOperation } from './lock-operation.js';
+import type { PoolState } from './pool-state.js';
 import type { LockStore, PushOutcome } from './lock-store.js';
 import { PendingClaims, type PendingClaim } from './pending-claims.js';
 import { retry, type Attempt, type Clock } from './retry.js';
@@ -112,6 +113,10 @@ export class LockPool {
     const landed = await this.claims.landedBy(this.store, tip);
     if (landed) return { kind: 'done', value: { ref: landed.commit, name: landed.name } };
     const state = await this.store.pool();
+    const fenced = await this.fence(operation, state);
+    if (fenced === 'moved')
+      return { kind: 'conflict', name: 'name' in operation ? operation.name : '' };
+    if (fenced !== undefined) throw new OperationError(fenced);
     const line = this.line?.active ? this.line : undefined;
     let pick = () => this.clock.random();
     if (line) {
@@ -180,6 +185,30 @@ export class LockPool {
         return { kind: 'conflict', name: decision.name };
       }
     }
+  }
+
+  /**
+   * Fencing (SPEC §10): an operation from a step folder with a claim token acts only while that
+   * claim holds the lock, checked at the tip it would commit on. A release of a lock that is not
+   * claimed fails as it always did, naming the reclaim when there was one; an update waits as
+   * before while its own claim holds the lock, and fails at once when another one does.
+   */
+  private async fence(
+    operation: ResolvedOperation,
+    state: PoolState,
+  ): Promise<string | 'moved' | undefined> {
+    if (!('token' in operation) || operation.token === undefined) return undefined;
+    const { name, token } = operation;
+    if (!state.claimed.has(name)) {
+      if (operation.kind === 'update') return undefined;
+      const reclaim = await this.store.reclaimOf(name, token);
+      return reclaim ? noLongerHeld(name, reclaim) : undefined;
+    }
+    const claims = await this.store.claims([name]);
+    if (!claims) return 'moved';
+    const claim = claims.get(name);
+    if (claim?.token === token) return undefined;
+    return noLongerHeld(name, await this.store.reclaimOf(name, token), claim);
   }
 
   /** Waits in line (see LineMember.waitInLine), reporting and pausing as waitForChange does. */

@@ -1,6 +1,6 @@
 // The lock policy's view of the git mechanism, in lock vocabulary: what LockPool and the
 // compensating release ask of the branch copy (repo/lock-repository.ts implements it).
-import type { LockState, PoolState, Change } from './pool-state.js';
+import type { ClaimFacts, LockState, PoolState, Change, ReclaimFacts } from './pool-state.js';
 import type { WaitingEntry } from './waiting-line.js';
 
 /**
@@ -43,6 +43,13 @@ export interface LockStore {
    * fetched to tell.
    */
   holds(claim: Claim & { parent?: string }): Promise<boolean>;
+  /**
+   * The current claim of each of these claimed locks at the synced tip, read from their claiming
+   * commits and renewals; undefined when the branch moved meanwhile (the attempt starts again).
+   */
+  claims(names: readonly string[]): Promise<Map<string, ClaimFacts> | undefined>;
+  /** The reclaim of lock `name`'s claim with `token`, when the branch's history has one. */
+  reclaimOf(name: string, token: string): Promise<ReclaimFacts | undefined>;
 }
 
 export interface Claim {

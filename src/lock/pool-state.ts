@@ -18,3 +18,20 @@ export type Change =
 export function lockPath(pool: string, state: LockState, name: string): string {
   return `${pool}/${state}/${name}`;
 }
+
+/** What the commit that claimed a lock says about that claim (SPEC §9, §10). */
+export interface ClaimFacts {
+  /** Its `Claim-Token`; undefined for a claim made by the reference, or not found. */
+  token?: string;
+  /** Who holds it: the build URL or operator. */
+  by?: string;
+  since?: Date;
+  /** The latest `Lease-Expires` recorded for its token; undefined: it never expires. */
+  leaseExpires?: Date;
+}
+
+/** What the commit that reclaimed a claim says: when, and why. */
+export interface ReclaimFacts {
+  at: Date;
+  reason: string;
+}

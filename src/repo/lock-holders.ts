@@ -180,6 +180,44 @@ export class LockHolders {
       tokens.get(token)!.leaseExpires = lease;
   }
 
+  /** The branch tip as last refreshed: the commit every answer is about. */
+  get tip(): string {
+    return this.copy.tip;
+  }
+
+  /**
+   * The reclaim of lock `name`'s claim with `token` (an `unclaiming:` commit whose
+   * `Reclaimed-Token` is it), among the commits fetched; call `records` for the lock first, so
+   * they reach back past its current state.
+   */
+  async reclaimOf(
+    name: string,
+    token: string,
+    signal?: AbortSignal,
+  ): Promise<{ at: Date; reason: string } | undefined> {
+    const out = await this.run(
+      [
+        'log',
+        '-z',
+        '--fixed-strings',
+        `--grep=${RECLAIMED_TOKEN}: ${token}`,
+        `--format=${HOLDER_LOG_FORMAT}`,
+        this.copy.tip,
+        '--',
+      ],
+      signal,
+    );
+    for (const { time, trailers, body } of parseHolderLog(out)) {
+      if (trailerOf(trailers, RECLAIMED_TOKEN) !== token) continue;
+      if (firstLine(body) !== `unclaiming: ${name}`) continue;
+      return {
+        at: new Date(time * 1000),
+        reason: trailerOf(trailers, 'Reclaim-Reason') ?? 'reclaimed',
+      };
+    }
+    return undefined;
+  }
+
   /** How far back the last lookup looked (for "not found in the last N commits"). */
   get searchedDepth(): number {
     return this.depth;
@@ -238,6 +276,9 @@ export interface CommitFacts {
   /** The author date: what `git log` shows; for our own commits, the moment of the claim. */
   authoredAt: Date;
 }
+
+/** The trailer naming the token of the claim a reclaim ended (SPEC §10). */
+export const RECLAIMED_TOKEN = 'Reclaimed-Token';
 
 /** The subject of a lease renewal (SPEC §10), followed by the lock's name. */
 export const RENEWING = 'renewing: ';

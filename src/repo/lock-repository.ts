@@ -10,7 +10,15 @@ import { createHash } from 'node:crypto';
 import { CancelledError, OperationError, GitCommandError } from '../base/errors.js';
 import type { Git } from '../git/git.js';
 import { classifyPush, type PushOutcome, type PushRefused } from '../git/push-outcome.js';
-import { lockPath, type Change, type LockState, type PoolState } from '../lock/pool-state.js';
+import {
+  lockPath,
+  type Change,
+  type ClaimFacts,
+  type LockState,
+  type PoolState,
+  type ReclaimFacts,
+} from '../lock/pool-state.js';
+import { LockHolders } from './lock-holders.js';
 import { missingPoolError } from './missing-pool.js';
 import { entryRef, linePrefix, parseEntryRef, type WaitingEntry } from '../lock/waiting-line.js';
 import { BranchCopy, type Reach } from './branch-copy.js';
@@ -59,6 +67,8 @@ export class LockRepository {
   private fetchedLine: WaitingEntry[] = [];
   /** The server cannot take an --atomic push: a claim leaves the line in a push of its own. */
   private atomicRefused = false;
+  /** The reader of claims (leases, fencing), made when first asked. */
+  private claimReader: LockHolders | undefined;
 
   constructor(
     private readonly git: Git,
@@ -408,6 +418,52 @@ export class LockRepository {
       if (more === undefined || !(await this.deepen(more))) return false;
     }
     return false;
+  }
+
+  /**
+   * The current claims of `names` at the synced tip. Read in a copy of their own (LockHolders,
+   * deepened as far as the claiming commits lie, the whole history if need be: fencing must not
+   * guess), so this copy stays at depth 1; undefined when that copy found the branch moved.
+   */
+  async claims(names: readonly string[]): Promise<Map<string, ClaimFacts> | undefined> {
+    const reader = await this.claimsAtTip();
+    if (!reader) return undefined;
+    const records = await reader.records(names.map((name) => ({ name, state: 'claimed' })));
+    return new Map(
+      records.map((record) => [
+        record.name,
+        {
+          token: record.token,
+          by: record.by,
+          since: record.since,
+          leaseExpires: record.leaseExpires,
+        },
+      ]),
+    );
+  }
+
+  async reclaimOf(name: string, token: string): Promise<ReclaimFacts | undefined> {
+    const reader = await this.claimsAtTip();
+    if (!reader) return undefined;
+    // Back to the commit that put the lock where it is: a reclaim lies at or before it.
+    const { pool } = this.options;
+    const state = (['claimed', 'unclaimed'] as const).find((at) =>
+      this.entries.has(lockPath(pool, at, name)),
+    );
+    if (state) await reader.records([{ name, state }]);
+    return reader.reclaimOf(name, token);
+  }
+
+  /** The claim reader, refreshed; undefined when it found the branch past the synced tip. */
+  private async claimsAtTip(): Promise<LockHolders | undefined> {
+    this.claimReader ??= new LockHolders(this.git, {
+      uri: this.options.uri,
+      branch: this.options.branch,
+      pool: this.options.pool,
+      gitDir: `${this.options.workdir}-claims`,
+    });
+    await this.claimReader.refresh();
+    return this.claimReader.tip === this.synced() ? this.claimReader : undefined;
   }
 
   /** False too when `commit` is unknown here (not fetched yet, or never on this branch). */

@@ -1,7 +1,7 @@
 // Leases (SPEC §10) over a real git daemon: the Lease-Expires trailer on claims, what `in`
 // writes for fencing, the lease as progress and `pool status` show it, and the refusals of
 // lease settings that make no sense.
-import { readFile, rename } from 'node:fs/promises';
+import { readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
@@ -191,5 +191,85 @@ describe('lease settings that make no sense', () => {
       args: [src],
     });
     refused(result, 'invalid payload (lease applies to acquire, claim, renew, not to release)');
+  });
+});
+
+/** A reclaim as SPEC §10 writes it, made by another client. */
+function reclaimByHand(name: string, token: string, reason: string): Promise<string> {
+  return repo.commit(
+    `unclaiming: ${name}\n\nBuild URL: https://ci.example.com/builds/9\n\nReclaimed-Token: ${token}\nReclaim-Reason: ${reason}\nReclaimed-By: https://ci.example.com/builds/9`,
+    (work) => rename(join(work, 'pool/claimed', name), join(work, 'pool/unclaimed', name)),
+  );
+}
+
+/** Claims lock-a with a put and gets it, as a job does: the folder a later put releases from. */
+async function claimAndGet(lease = '1h') {
+  const { version } = succeeded(await put({ acquire: true }, { lease })) as {
+    version: { ref: string };
+  };
+  const src = await scratchDir('pool-build-');
+  const fetched = await runCommand('in', {
+    stdin: { source: source(), version },
+    args: [join(src, 'lock')],
+  });
+  succeeded(fetched);
+  const token = (await readFile(join(src, 'lock', 'claim_token'), 'utf8')).trim();
+  return { src, token, claim: version.ref };
+}
+
+function putFrom(src: string, params: Record<string, unknown>) {
+  return runCommand('out', { stdin: { source: source(), params }, args: [src] });
+}
+
+describe('fencing', () => {
+  it('a reclaimed holder’s release refuses with the reclaim, and the new holder keeps the lock', async () => {
+    const { src, token } = await claimAndGet();
+    await reclaimByHand('lock-a', token, 'lease expired at 2026-01-01T00:00:00Z');
+    const reclaimedAt = (await git(repo.bare, 'log', '-1', '--format=%at', repo.branch)).trim();
+    const taken = succeeded(await put({ acquire: true })) as { version: { ref: string } };
+    const before = await repo.tip();
+    const result = await putFrom(src, { release: 'lock' });
+    const at = new Date(Number(reclaimedAt) * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z');
+    refused(
+      result,
+      `lock lock-a is no longer held by this claim (reclaimed at ${at}: lease expired at 2026-01-01T00:00:00Z)`,
+    );
+    expect(await repo.tip()).toBe(before);
+    expect(taken.version.ref).toBe(before);
+    expect((await repo.state('pool')).claimed).toContain('lock-a');
+  });
+
+  it('a release after the lock was released and claimed again names the new claim', async () => {
+    const { src } = await claimAndGet();
+    await otherClone(repo).release('lock-a');
+    succeeded(await put({ acquire: true }, { lease: '1h' }));
+    const claimedAt = (await trailers(repo.branch))['Claimed-At'];
+    const before = await repo.tip();
+    refused(
+      await putFrom(src, { release: 'lock' }),
+      `lock lock-a is no longer held by this claim (claimed since ${claimedAt} by CI Pool Resource <ci-pool@localhost>)`,
+    );
+    expect(await repo.tip()).toBe(before);
+  });
+
+  it('an update from such a folder fails at once instead of waiting for the new holder', async () => {
+    const { src } = await claimAndGet();
+    await writeFile(join(src, 'lock', 'metadata'), 'new\n');
+    await otherClone(repo).release('lock-a');
+    succeeded(await put({ acquire: true }));
+    const started = Date.now();
+    refused(await putFrom(src, { update: 'lock' }), /lock lock-a is no longer held by this claim/);
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
+
+  it('the holder’s own release goes through, and a folder without claim_token acts as the reference’s', async () => {
+    const { src } = await claimAndGet();
+    succeeded(await putFrom(src, { release: 'lock' }));
+    expect((await repo.state('pool')).unclaimed).toContain('lock-a');
+    // The reference's `in` writes no claim_token: its folder releases whoever holds the lock.
+    succeeded(await put({ acquire: true }));
+    await rm(join(src, 'lock', 'claim_token'));
+    succeeded(await putFrom(src, { release: 'lock' }));
+    expect((await repo.state('pool')).unclaimed).toContain('lock-a');
   });
 });

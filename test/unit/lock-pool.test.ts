@@ -14,7 +14,13 @@ import type { Claim, LockStore } from '../../src/lock/lock-store.js';
 import { releaseAbandonedClaim, type PendingClaim } from '../../src/lock/pending-claims.js';
 import { TRANSIENT_RETRIES, type Clock } from '../../src/lock/retry.js';
 import type { ResolvedOperation } from '../../src/lock/lock-operation.js';
-import type { Change, LockState, PoolState } from '../../src/lock/pool-state.js';
+import type {
+  Change,
+  ClaimFacts,
+  LockState,
+  PoolState,
+  ReclaimFacts,
+} from '../../src/lock/pool-state.js';
 import type { WaitingEntry } from '../../src/lock/waiting-line.js';
 
 const RETRY_DELAY_MS = 5_000;
@@ -224,6 +230,20 @@ class FakeStore implements LockStore {
     return (
       this.local.claimed.has(claim.name) && this.local.touchedBy.get(claim.name) === claim.commit
     );
+  }
+
+  /** The claims the branch's history records, by lock (leases, fencing). */
+  claimFacts = new Map<string, ClaimFacts>();
+  /** The reclaims it records, by `name token`. */
+  reclaims = new Map<string, ReclaimFacts>();
+
+  async claims(names: readonly string[]): Promise<Map<string, ClaimFacts> | undefined> {
+    this.log.push(`claims ${names.join(',')}`);
+    return new Map(names.map((name) => [name, this.claimFacts.get(name) ?? {}]));
+  }
+
+  async reclaimOf(name: string, token: string): Promise<ReclaimFacts | undefined> {
+    return this.reclaims.get(`${name} ${token}`);
   }
 }
 
