@@ -53,12 +53,21 @@ export interface ClaimRecord {
   waitedMs: number;
 }
 
-/** `SUBJECT`, a blank line, `Build URL: …`; claiming commits add a trailer block after it. */
-export function commitMessage(subject: string, build: BuildInfo, claim?: ClaimRecord): string {
+/**
+ * `SUBJECT`, a blank line, `Build URL: …`; claiming commits add a trailer block after it, and
+ * `more` trailers (a reclaim's, a set's) follow in the same block.
+ */
+export function commitMessage(
+  subject: string,
+  build: BuildInfo,
+  claim?: ClaimRecord,
+  more: readonly (readonly [string, string])[] = [],
+): string {
   const url = build.url ?? 'unknown';
   let message = `${subject}\n\nBuild URL: ${url}\n`;
+  const trailers: (readonly [string, string | undefined])[] = [];
   if (claim) {
-    const trailers: [string, string | undefined][] = [
+    trailers.push(
       ['Claim-Token', claim.token],
       ['Claimed-At', claim.at.toISOString().replace(/\.\d{3}Z$/, 'Z')],
       ['Claimed-By', claim.by ?? url],
@@ -68,7 +77,10 @@ export function commitMessage(subject: string, build: BuildInfo, claim?: ClaimRe
       ['Build-Job', build.job],
       ['Build-Name', build.name],
       ['Waited', formatGoDuration(claim.waitedMs)],
-    ];
+    );
+  }
+  trailers.push(...more);
+  if (trailers.length > 0) {
     message += '\n';
     for (const [key, value] of trailers) {
       if (value !== undefined) message += `${key}: ${oneLine(value)}\n`;

@@ -56,7 +56,7 @@ export async function runLockOperation(
       waitTimeoutMs,
       waitTimeoutSetting: options.waitTimeoutSetting,
       lineToken: token.replace(/[^0-9a-z]/gi, '').toLowerCase(),
-      message: (subject, claiming) =>
+      message: ({ subject, claiming, trailers }) =>
         commitMessage(
           subject,
           build,
@@ -68,6 +68,7 @@ export async function runLockOperation(
                 waitedMs: ctx.clock.now() - started,
               }
             : undefined,
+          trailers,
         ),
     },
     ctx.signal,
