@@ -15,8 +15,20 @@ export type ResolvedOperation =
     }
   | { kind: 'add' | 'add_claimed' | 'update'; name: string; metadata: Buffer; token?: string };
 
+/** One commit of a decision: the change it makes, its subject and its trailers. */
+export interface CommitStep {
+  name: string;
+  change: Change;
+  subject: string;
+  /** Takes the lock: the commit gets the claim trailers, and a stop looks for it to release. */
+  claiming: boolean;
+  /** Trailers beyond the build's and the claim's, in order (a reclaim's, a set's). */
+  trailers?: readonly (readonly [string, string])[];
+}
+
 export type Decision =
-  | { kind: 'commit'; name: string; change: Change; subject: string; claiming: boolean }
+  /** Commits, in order, that go out in one push: all of them land or none. */
+  | { kind: 'commit'; commits: CommitStep[] }
   | { kind: 'observed'; name: string }
   | { kind: 'wait'; reason: string; wanted: string[] }
   | { kind: 'fail'; message: string };
@@ -71,22 +83,20 @@ export function decide(
       };
     case 'release':
       if (!claimed) return notClaimed(name, poolName, unclaimed, 'release');
-      return {
-        kind: 'commit',
+      return commitOne({
         name,
         change: { kind: 'move', name, from: 'claimed', to: 'unclaimed' },
         subject: `unclaiming: ${name}`,
         claiming: false,
-      };
+      });
     case 'remove':
       if (!claimed) return notClaimed(name, poolName, unclaimed, 'remove');
-      return {
-        kind: 'commit',
+      return commitOne({
         name,
         change: { kind: 'delete', name, state: 'claimed' },
         subject: `removing: ${name}`,
         claiming: false,
-      };
+      });
     case 'add':
     case 'add_claimed': {
       if (exists) {
@@ -96,13 +106,12 @@ export function decide(
         };
       }
       const state = operation.kind === 'add' ? 'unclaimed' : 'claimed';
-      return {
-        kind: 'commit',
+      return commitOne({
         name,
         change: { kind: 'write', name, state, content: operation.metadata },
         subject: `adding ${state}: ${name}`,
         claiming: state === 'claimed',
-      };
+      });
     }
     case 'update':
       if (claimed)
@@ -111,13 +120,12 @@ export function decide(
           reason: `lock "${name}" in pool "${poolName}" is claimed`,
           wanted: [name],
         };
-      return {
-        kind: 'commit',
+      return commitOne({
         name,
         change: { kind: 'write', name, state: 'unclaimed', content: operation.metadata },
         subject: unclaimed ? `updating: ${name}` : `adding unclaimed: ${name}`,
         claiming: false,
-      };
+      });
     case 'check':
     case 'check_unclaimed': {
       if (!exists)
@@ -143,13 +151,21 @@ export function freeLocks(pool: PoolState): string[] {
 }
 
 function claimDecision(name: string): Decision {
+  return commitOne(claimStep(name));
+}
+
+/** The commit that takes one lock. */
+export function claimStep(name: string): CommitStep {
   return {
-    kind: 'commit',
     name,
     change: { kind: 'move', name, from: 'unclaimed', to: 'claimed' },
     subject: `claiming: ${name}`,
     claiming: true,
   };
+}
+
+function commitOne(step: CommitStep): Decision {
+  return { kind: 'commit', commits: [step] };
 }
 
 function notClaimed(name: string, poolName: string, unclaimed: boolean, verb: string): Decision {

@@ -4,9 +4,15 @@
 import { CancelledError, OperationError, WaitTimeoutError, formatMs } from '../base/errors.js';
 import { PUSH_GRACE_MS } from '../base/stop-budget.js';
 import { LineMember } from './line-member.js';
-import { decide, freeLocks, noLongerHeld, type ResolvedOperation } from './lock-operation.js';
+import {
+  decide,
+  freeLocks,
+  noLongerHeld,
+  type CommitStep,
+  type ResolvedOperation,
+} from './lock-operation.js';
 import type { PoolState } from './pool-state.js';
-import type { LockStore, PushOutcome } from './lock-store.js';
+import type { Claim, LockStore, PushOutcome } from './lock-store.js';
 import { PendingClaims, type PendingClaim } from './pending-claims.js';
 import { retry, type Attempt, type Clock } from './retry.js';
 import { POLL_FLOOR_MS, pollMs, type WaitingEntry } from './waiting-line.js';
@@ -38,13 +44,17 @@ export interface LockPoolOptions {
    * `params.wait_timeout`, the put's parameter; the pool command's flag is `--wait-timeout`).
    */
   waitTimeoutSetting?: string;
-  /** Builds the commit message for a decision; `claiming` marks commits that take a lock. */
-  message(subject: string, claiming: boolean): string;
+  /** Builds the message of one commit of a decision. */
+  message(step: CommitStep): string;
 }
 
 export interface Outcome {
+  /** The last commit the operation pushed (or the one it observed). */
   ref: string;
+  /** The lock it is about: the first of `names`. */
   name: string;
+  /** Every lock it took or changed, in the order of its commits. */
+  names: string[];
 }
 
 export class LockPool {
@@ -111,7 +121,10 @@ export class LockPool {
     this.presynced = undefined;
     // A push whose result we never saw (connection dropped, timed out) may have landed.
     const landed = await this.claims.landedBy(this.store, tip);
-    if (landed) return { kind: 'done', value: { ref: landed.commit, name: landed.name } };
+    if (landed) {
+      const names = landed.locks.map(({ name }) => name);
+      return { kind: 'done', value: { ref: landed.locks.at(-1)!.commit, name: names[0]!, names } };
+    }
     const state = await this.store.pool();
     const fenced = await this.fence(operation, state);
     if (fenced === 'moved')
@@ -144,7 +157,7 @@ export class LockPool {
       case 'fail':
         throw new OperationError(decision.message);
       case 'observed':
-        return { kind: 'done', value: { ref: tip, name: decision.name } };
+        return { kind: 'done', value: { ref: tip, name: decision.name, names: [decision.name] } };
       case 'wait':
         if (line && operation.kind === 'acquire' && (await line.waitFor(decision, tip))) {
           await this.waitInLine(line, tip, decision.reason, decision.wanted, started);
@@ -152,38 +165,8 @@ export class LockPool {
           await this.waitForChange(tip, decision.reason, decision.wanted, started);
         }
         return { kind: 'waited' };
-      case 'commit': {
-        await this.store.apply(decision.change);
-        if (!(await this.store.hasStagedChanges())) {
-          // An update with the metadata the lock already has: nothing to commit.
-          const ref = await this.store.lastCommitOf('unclaimed', decision.name);
-          return { kind: 'done', value: { ref, name: decision.name } };
-        }
-        const ref = await this.store.commit(
-          this.options.message(decision.subject, decision.claiming),
-        );
-        const claim: PendingClaim = { name: decision.name, commit: ref, parent: tip };
-        if (decision.claiming) this.claims.add(claim);
-        this.throwIfCancelled();
-        let pushed: PushOutcome;
-        try {
-          const leaving = decision.claiming ? line?.leavingEntry : undefined;
-          pushed = decision.claiming ? await this.pushWithGrace(leaving) : await this.store.push();
-        } catch (error) {
-          // Refused by the remote is an answer; anything else leaves the server's side unknown.
-          if (!(error instanceof OperationError)) this.claims.unanswered(claim);
-          throw error;
-        }
-        if (pushed === 'pushed') {
-          if (decision.claiming) {
-            this.claims.landed(claim);
-            line?.claimed();
-          }
-          return { kind: 'done', value: { ref, name: decision.name } };
-        }
-        this.claims.rejected(claim);
-        return { kind: 'conflict', name: decision.name };
-      }
+      case 'commit':
+        return this.commitAndPush(decision.commits, tip, line);
     }
   }
 
@@ -209,6 +192,55 @@ export class LockPool {
     const claim = claims.get(name);
     if (claim?.token === token) return undefined;
     return noLongerHeld(name, await this.store.reclaimOf(name, token), claim);
+  }
+
+  /**
+   * Commits the steps on the synced tip, in order, and pushes them at once: the claims among them
+   * land together or not at all.
+   */
+  private async commitAndPush(
+    steps: readonly CommitStep[],
+    tip: string,
+    line: LineMember | undefined,
+  ): Promise<Attempt<Outcome>> {
+    const claimed: Claim[] = [];
+    let ref = tip;
+    for (const step of steps) {
+      await this.store.apply(step.change);
+      if (steps.length === 1 && !(await this.store.hasStagedChanges())) {
+        // An update with the metadata the lock already has: nothing to commit.
+        const ref = await this.store.lastCommitOf('unclaimed', step.name);
+        return { kind: 'done', value: { ref, name: step.name, names: [step.name] } };
+      }
+      ref = await this.store.commit(this.options.message(step));
+      if (step.claiming) claimed.push({ name: step.name, commit: ref });
+    }
+    // What the operation is about: the locks it takes, else every lock it changes.
+    const names = unique(
+      claimed.length > 0 ? claimed.map(({ name }) => name) : steps.map(({ name }) => name),
+    );
+    const value: Outcome = { ref, name: names[0]!, names };
+    const claim: PendingClaim | undefined =
+      claimed.length > 0 ? { locks: claimed, parent: tip } : undefined;
+    if (claim) this.claims.add(claim);
+    this.throwIfCancelled();
+    let pushed: PushOutcome;
+    try {
+      pushed = claim ? await this.pushWithGrace(line?.leavingEntry) : await this.store.push();
+    } catch (error) {
+      // Refused by the remote is an answer; anything else leaves the server's side unknown.
+      if (claim && !(error instanceof OperationError)) this.claims.unanswered(claim);
+      throw error;
+    }
+    if (pushed === 'pushed') {
+      if (claim) {
+        this.claims.landed(claim);
+        line?.claimed();
+      }
+      return { kind: 'done', value };
+    }
+    if (claim) this.claims.rejected(claim);
+    return { kind: 'conflict', name: value.name };
   }
 
   /** Waits in line (see LineMember.waitInLine), reporting and pausing as waitForChange does. */
@@ -288,4 +320,8 @@ export class LockPool {
   private throwIfCancelled(): void {
     if (this.signal.aborted) throw new CancelledError(this.signal.reason);
   }
+}
+
+function unique(names: readonly string[]): string[] {
+  return [...new Set(names)];
 }

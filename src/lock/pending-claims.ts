@@ -5,8 +5,12 @@ import { CancelledError, OperationError } from '../base/errors.js';
 import type { Clock } from './retry.js';
 import type { Claim, LockStore } from './lock-store.js';
 
-/** A claiming commit pushed without a definite answer, and the tip it was committed on. */
-export interface PendingClaim extends Claim {
+/**
+ * The claiming commits of one push (one lock, or a set taken at once: they land together or not
+ * at all), and the tip they were committed on.
+ */
+export interface PendingClaim {
+  locks: readonly Claim[];
   parent: string;
   /**
    * Its push ended with no answer from the server (timed out, connection lost, stopped after
@@ -56,7 +60,7 @@ export class PendingClaims {
    */
   async landedBy(store: LockStore, tip: string): Promise<PendingClaim | undefined> {
     for (const claim of this.claims) {
-      if (await store.holds(claim)) {
+      if (await holdsAny(store, claim)) {
         this.claims = [claim];
         return claim;
       }
@@ -78,6 +82,17 @@ export class PendingClaims {
   }
 }
 
+/**
+ * Whether the synced tip carries the claim: a push lands all its commits or none, so one lock
+ * still held by its commit shows that it landed.
+ */
+async function holdsAny(store: LockStore, claim: PendingClaim): Promise<boolean> {
+  for (const lock of claim.locks) {
+    if (await store.holds({ ...lock, parent: claim.parent })) return true;
+  }
+  return false;
+}
+
 /** How often a release looks again for a claim whose push the server may still be applying. */
 const LATE_CLAIM_POLL_MS = 500;
 
@@ -92,14 +107,20 @@ export type AbandonedClaimResult = 'released' | 'not-held';
 export async function releaseAbandonedClaim(
   store: LockStore,
   claim: PendingClaim,
-  message: string,
+  /** The release commit's message for each lock. */
+  message: (name: string) => string,
   signal: AbortSignal,
   clock: Pick<Clock, 'sleep'>,
 ): Promise<AbandonedClaimResult> {
   for (;;) {
     if (signal.aborted) throw new CancelledError(signal.reason);
     const tip = await store.sync();
-    if (!(await store.holds(claim))) {
+    // Of a set, the locks still held by this claim (another may have been released by hand).
+    const held: Claim[] = [];
+    for (const lock of claim.locks) {
+      if (await store.holds({ ...lock, parent: claim.parent })) held.push(lock);
+    }
+    if (held.length === 0) {
       if (!claim.unanswered || claim.parent !== tip) return 'not-held';
       try {
         await clock.sleep(LATE_CLAIM_POLL_MS, signal);
@@ -110,8 +131,10 @@ export async function releaseAbandonedClaim(
       }
       continue;
     }
-    await store.apply({ kind: 'move', name: claim.name, from: 'claimed', to: 'unclaimed' });
-    await store.commit(message);
+    for (const { name } of held) {
+      await store.apply({ kind: 'move', name, from: 'claimed', to: 'unclaimed' });
+      await store.commit(message(name));
+    }
     if ((await store.push()) === 'pushed') return 'released';
   }
 }

@@ -13,7 +13,9 @@ export interface PoolState {
 export type Change =
   | { kind: 'move'; name: string; from: LockState; to: LockState }
   | { kind: 'write'; name: string; state: LockState; content: Buffer }
-  | { kind: 'delete'; name: string; state: LockState };
+  | { kind: 'delete'; name: string; state: LockState }
+  /** No file changes: a commit that only records something about the lock (a renewal). */
+  | { kind: 'none'; name: string };
 
 export function lockPath(pool: string, state: LockState, name: string): string {
   return `${pool}/${state}/${name}`;

@@ -55,12 +55,21 @@ export interface ClaimRecord {
   leaseExpires?: Date;
 }
 
-/** `SUBJECT`, a blank line, `Build URL: …`; claiming commits add a trailer block after it. */
-export function commitMessage(subject: string, build: BuildInfo, claim?: ClaimRecord): string {
+/**
+ * `SUBJECT`, a blank line, `Build URL: …`; claiming commits add a trailer block after it, and
+ * `more` trailers (a reclaim's, a set's) follow in the same block.
+ */
+export function commitMessage(
+  subject: string,
+  build: BuildInfo,
+  claim?: ClaimRecord,
+  more: readonly (readonly [string, string])[] = [],
+): string {
   const url = build.url ?? 'unknown';
   let message = `${subject}\n\nBuild URL: ${url}\n`;
+  const trailers: (readonly [string, string | undefined])[] = [];
   if (claim) {
-    const trailers: [string, string | undefined][] = [
+    trailers.push(
       ['Claim-Token', claim.token],
       ['Claimed-At', rfc3339(claim.at)],
       ['Claimed-By', claim.by ?? url],
@@ -71,7 +80,10 @@ export function commitMessage(subject: string, build: BuildInfo, claim?: ClaimRe
       ['Build-Name', build.name],
       ['Waited', formatGoDuration(claim.waitedMs)],
       ['Lease-Expires', claim.leaseExpires && rfc3339(claim.leaseExpires)],
-    ];
+    );
+  }
+  trailers.push(...more);
+  if (trailers.length > 0) {
     message += '\n';
     for (const [key, value] of trailers) {
       if (value !== undefined) message += `${key}: ${oneLine(value)}\n`;

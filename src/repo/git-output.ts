@@ -196,7 +196,8 @@ export function fastImportCommit(commit: {
   committer: string;
   message: string;
   from: string;
-  change: FastImportChange;
+  /** None: a commit with the tree of `from`. */
+  change: FastImportChange | undefined;
 }): Buffer {
   const { message, change } = commit;
   const body = Buffer.from(message.endsWith('\n') ? message : `${message}\n`);
@@ -209,7 +210,9 @@ export function fastImportCommit(commit: {
     body,
     Buffer.from(`\nfrom ${commit.from}\n`),
   ];
-  switch (change.kind) {
+  switch (change?.kind) {
+    case undefined:
+      break;
     case 'rename':
       parts.push(Buffer.from(`R ${quotePath(change.from)} ${quotePath(change.to)}\n`));
       break;

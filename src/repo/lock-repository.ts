@@ -244,7 +244,10 @@ export class LockRepository {
     return Promise.resolve(this.staged?.effective ?? false);
   }
 
-  /** Writes the staged change as a commit on top of the synced tip; returns its id. */
+  /**
+   * Writes the staged change as a commit on top of the last one written since the sync (else the
+   * synced tip), so one push can carry several; returns its id.
+   */
   async commit(message: string): Promise<string> {
     const staged = this.staged;
     if (!staged) throw new Error('nothing staged to commit');
@@ -253,7 +256,7 @@ export class LockRepository {
       ref: ATTEMPT_REF,
       ...identity,
       message,
-      from: this.synced(),
+      from: this.committed ?? this.synced(),
       change: this.fileChange(staged.change),
     });
     const out = await this.run(
@@ -272,11 +275,12 @@ export class LockRepository {
     const id = parseMark(out);
     if (!id) throw new Error(`git fast-import printed no commit: ${out}`);
     this.committed = id;
+    this.staged = undefined;
     return id;
   }
 
   /** A lock change as the file change that makes it. */
-  private fileChange(change: Change): FastImportChange {
+  private fileChange(change: Change): FastImportChange | undefined {
     const { pool } = this.options;
     switch (change.kind) {
       case 'move':
@@ -292,6 +296,8 @@ export class LockRepository {
       }
       case 'delete':
         return { kind: 'delete', path: lockPath(pool, change.state, change.name) };
+      case 'none':
+        return undefined;
     }
   }
 
@@ -320,7 +326,7 @@ export class LockRepository {
     }
   }
 
-  /** Pushes the last commit to the branch, with `also` (more refspecs) in the same atomic push. */
+  /** Pushes the last commit (and those before it since the sync) to the branch, with `also` (more refspecs) in the same atomic push. */
   private async pushCommit(also: readonly string[], signal?: AbortSignal): Promise<PushOutcome> {
     const commit = this.committed;
     if (!commit) throw new Error('nothing committed to push');

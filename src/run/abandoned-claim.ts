@@ -52,9 +52,10 @@ export function runReleasingAbandonedClaim(
         else releasing = releasing.slice(1);
       } catch (error) {
         for (const left of releasing)
-          ctx.log.error(
-            `error releasing abandoned lock: ${leftClaimed(left)}; release it by hand (${describeError(error)})`,
-          );
+          for (const lock of left.locks)
+            ctx.log.error(
+              `error releasing abandoned lock: ${leftClaimed(lock)}; release it by hand (${describeError(error)})`,
+            );
         releasing = [];
       }
     }
@@ -64,9 +65,8 @@ export function runReleasingAbandonedClaim(
     signal: AbortSignal,
     what: 'aborted' | 'failed',
   ): Promise<AbandonedClaimResult> => {
-    ctx.log.info(
-      `the claim of "${claim.name}" may have reached the remote: checking, to release it`,
-    );
+    const names = claim.locks.map(({ name }) => `"${name}"`).join(', ');
+    ctx.log.info(`the claim of ${names} may have reached the remote: checking, to release it`);
     let environment: GitEnvironment | undefined;
     try {
       environment = await createGitEnvironment(source, ctx.env, signal, (line) =>
@@ -82,14 +82,15 @@ export function runReleasingAbandonedClaim(
       const result = await releaseAbandonedClaim(
         repository,
         claim,
-        `${commitMessage(`unclaiming: ${claim.name}`, build)}\nReleased because ${claimer} that claimed it was ${what}.\n`,
+        (name) =>
+          `${commitMessage(`unclaiming: ${name}`, build)}\nReleased because ${claimer} that claimed it was ${what}.\n`,
         signal,
         ctx.clock,
       );
       ctx.log.info(
         result === 'released'
-          ? `released "${claim.name}": this run no longer holds it`
-          : `"${claim.name}" was not claimed by this run on the remote: nothing to release`,
+          ? `released ${names}: this run no longer holds ${claim.locks.length === 1 ? 'it' : 'them'}`
+          : `${names} ${claim.locks.length === 1 ? 'was' : 'were'} not claimed by this run on the remote: nothing to release`,
       );
       return result;
     } finally {
@@ -99,7 +100,8 @@ export function runReleasingAbandonedClaim(
   ctx.onAbort((signal) => release(signal, 'aborted'));
   ctx.onForcedExit(() => {
     for (const claim of [...pool.pendingClaims(), ...releasing])
-      ctx.log.error(`exiting at once: ${leftClaimed(claim)}; release it by hand if so`);
+      for (const lock of claim.locks)
+        ctx.log.error(`exiting at once: ${leftClaimed(lock)}; release it by hand if so`);
   });
   return async (operation) => {
     try {

@@ -58,7 +58,7 @@ export async function runLockOperation(
       waitTimeoutMs,
       waitTimeoutSetting: options.waitTimeoutSetting,
       lineToken: token.replace(/[^0-9a-z]/gi, '').toLowerCase(),
-      message: (subject, claiming) => {
+      message: ({ subject, claiming, trailers }) => {
         const now = ctx.clock.now();
         return commitMessage(
           subject,
@@ -73,6 +73,7 @@ export async function runLockOperation(
                   options.leaseMs === undefined ? undefined : new Date(now + options.leaseMs),
               }
             : undefined,
+          trailers,
         );
       },
     },

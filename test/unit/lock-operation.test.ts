@@ -115,14 +115,20 @@ describe('decide', () => {
   ])('%s', (_title, operation, state, kind, subject) => {
     const decision = decide(operation, state, 'p', first);
     expect(decision.kind).toBe(kind);
-    if (subject) expect(decision).toMatchObject({ subject });
+    if (subject) expect(decision).toMatchObject({ commits: [{ subject }] });
   });
 
   it('acquire picks among the unclaimed locks by the random source', () => {
     const state = pool([], ['a', 'b', 'c']);
-    expect(decide({ kind: 'acquire' }, state, 'p', () => 0)).toMatchObject({ name: 'a' });
-    expect(decide({ kind: 'acquire' }, state, 'p', () => 0.5)).toMatchObject({ name: 'b' });
-    expect(decide({ kind: 'acquire' }, state, 'p', () => 0.99)).toMatchObject({ name: 'c' });
+    expect(decide({ kind: 'acquire' }, state, 'p', () => 0)).toMatchObject({
+      commits: [{ name: 'a' }],
+    });
+    expect(decide({ kind: 'acquire' }, state, 'p', () => 0.5)).toMatchObject({
+      commits: [{ name: 'b' }],
+    });
+    expect(decide({ kind: 'acquire' }, state, 'p', () => 0.99)).toMatchObject({
+      commits: [{ name: 'c' }],
+    });
   });
 
   it('acquire never takes a name that is also in claimed/', () => {
@@ -130,7 +136,9 @@ describe('decide', () => {
       ...pool(['a'], ['a', 'b', 'c']),
       irregular: new Map([['claimed/b', 'a directory']]),
     };
-    expect(decide({ kind: 'acquire' }, state, 'p', first)).toMatchObject({ name: 'c' });
+    expect(decide({ kind: 'acquire' }, state, 'p', first)).toMatchObject({
+      commits: [{ name: 'c' }],
+    });
     expect(decide({ kind: 'acquire' }, pool(['a'], ['a']), 'p', first)).toMatchObject({
       kind: 'wait',
     });

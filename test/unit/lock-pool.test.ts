@@ -179,6 +179,9 @@ class FakeStore implements LockStore {
         set(change.state).delete(change.name);
         this.staged = change;
         return;
+      case 'none':
+        this.staged = change;
+        return;
     }
   }
 
@@ -319,7 +322,7 @@ function setup(
       lineToken: options.lineToken,
       waitTimeoutMs: options.waitTimeoutMs,
       waitTimeoutSetting: options.waitTimeoutSetting,
-      message: (subject, claiming) => `${subject}${claiming ? ' [claiming]' : ''}`,
+      message: ({ subject, claiming }) => `${subject}${claiming ? ' [claiming]' : ''}`,
     },
     options.signal ?? new AbortController().signal,
   );
@@ -333,7 +336,11 @@ describe('LockPool', () => {
   it('takes a free lock with one commit and one push, without sleeping', async () => {
     const store = new FakeStore([], ['lock-a']);
     const { pool, clock } = setup(store);
-    expect(await pool.run({ kind: 'acquire' })).toEqual({ ref: 'c1', name: 'lock-a' });
+    expect(await pool.run({ kind: 'acquire' })).toEqual({
+      ref: 'c1',
+      name: 'lock-a',
+      names: ['lock-a'],
+    });
     expect(store.log).toEqual(['sync', 'apply move lock-a', 'commit c1', 'push']);
     expect(store.messages).toEqual(['claiming: lock-a [claiming]']);
     expect(store.remote.claimed).toEqual(new Set(['lock-a']));
@@ -345,7 +352,7 @@ describe('LockPool', () => {
     store.pushes = ['rejected', 'rejected', 'pushed'];
     const { pool, clock, reporter } = setup(store, { clock: new FakeClock(0.5) });
     const outcome = await pool.run({ kind: 'claim', name: 'lock-b' });
-    expect(outcome).toEqual({ ref: 'c3', name: 'lock-b' });
+    expect(outcome).toEqual({ ref: 'c3', name: 'lock-b', names: ['lock-b'] });
     expect(store.count('sync')).toBe(3);
     expect(store.count('push')).toBe(3);
     expect(reporter.conflicts).toEqual(['lock-b', 'lock-b']);
@@ -358,7 +365,11 @@ describe('LockPool', () => {
     const store = new FakeStore([], ['lock-a']);
     store.pushes = ['up-to-date', 'pushed'];
     const { pool, clock, reporter } = setup(store);
-    expect(await pool.run({ kind: 'acquire' })).toEqual({ ref: 'c2', name: 'lock-a' });
+    expect(await pool.run({ kind: 'acquire' })).toEqual({
+      ref: 'c2',
+      name: 'lock-a',
+      names: ['lock-a'],
+    });
     expect(reporter.conflicts).toEqual(['lock-a']);
     expect(clock.sleeps.every((ms) => ms < 200)).toBe(true);
   });
@@ -394,7 +405,11 @@ describe('LockPool', () => {
     clock.onSleep = (index) => {
       if (index === 3) store.otherMoves('lock-b', 'unclaimed');
     };
-    expect(await pool.run({ kind: 'acquire' })).toEqual({ ref: 'c2', name: 'lock-b' });
+    expect(await pool.run({ kind: 'acquire' })).toEqual({
+      ref: 'c2',
+      name: 'lock-b',
+      names: ['lock-b'],
+    });
     expect(clock.sleeps).toEqual([
       RETRY_DELAY_MS / 2,
       RETRY_DELAY_MS,
@@ -498,7 +513,11 @@ describe('LockPool', () => {
       const store = new FakeStore([], ['lock-a']);
       store.syncFailures = [Object.assign(new Error(`read ${code}`), { code })];
       const { pool, clock, reporter } = setup(store);
-      expect(await pool.run({ kind: 'acquire' })).toEqual({ ref: 'c1', name: 'lock-a' });
+      expect(await pool.run({ kind: 'acquire' })).toEqual({
+        ref: 'c1',
+        name: 'lock-a',
+        names: ['lock-a'],
+      });
       expect(clock.sleeps).toEqual([500]);
       expect(reporter.transients).toEqual([{ message: `read ${code}`, attempt: 1, delayMs: 500 }]);
     },
@@ -508,7 +527,11 @@ describe('LockPool', () => {
     const store = new FakeStore([], ['lock-a']);
     store.syncFailures = [gitFailure('early EOF'), gitFailure('early EOF')];
     const { pool, clock, reporter } = setup(store);
-    expect(await pool.run({ kind: 'acquire' })).toEqual({ ref: 'c1', name: 'lock-a' });
+    expect(await pool.run({ kind: 'acquire' })).toEqual({
+      ref: 'c1',
+      name: 'lock-a',
+      names: ['lock-a'],
+    });
     expect(clock.sleeps).toEqual([500, 1000]);
     expect(reporter.transients).toHaveLength(2);
   });
@@ -533,7 +556,7 @@ describe('LockPool', () => {
     store.pushes = [{ lost: pushHungUp() }];
     const { pool, reporter } = setup(store, { clock: new FakeClock(0) });
     const outcome = await pool.run({ kind: 'acquire' });
-    expect(outcome).toEqual({ ref: 'c1', name: 'lock-a' });
+    expect(outcome).toEqual({ ref: 'c1', name: 'lock-a', names: ['lock-a'] });
     expect(store.log).toEqual([
       'sync',
       'apply move lock-a',
@@ -551,10 +574,16 @@ describe('LockPool', () => {
     const store = new FakeStore([], ['lock-a']);
     store.pushes = [pushHungUp()];
     const { pool } = setup(store);
-    expect(await pool.run({ kind: 'acquire' })).toEqual({ ref: 'c2', name: 'lock-a' });
+    expect(await pool.run({ kind: 'acquire' })).toEqual({
+      ref: 'c2',
+      name: 'lock-a',
+      names: ['lock-a'],
+    });
     expect(store.count('holds')).toBe(1);
     expect(store.count('commit')).toBe(2);
-    expect(pool.pendingClaims()).toEqual([{ name: 'lock-a', commit: 'c2', parent: 'c0' }]);
+    expect(pool.pendingClaims()).toEqual([
+      { locks: [{ name: 'lock-a', commit: 'c2' }], parent: 'c0' },
+    ]);
   });
 
   it('takes the claim a timed-out push landed late, and claims no second lock', async () => {
@@ -564,12 +593,12 @@ describe('LockPool', () => {
     store.pushes = [{ late: new GitTimeoutError(['push'], 1_000) }, 'rejected'];
     const { pool } = setup(store, { clock: new FakeClock(0) });
     const outcome = await pool.run({ kind: 'acquire' });
-    expect(outcome).toEqual({ ref: 'c1', name: 'lock-a' });
+    expect(outcome).toEqual({ ref: 'c1', name: 'lock-a', names: ['lock-a'] });
     expect(store.remote.claimed).toEqual(new Set(['lock-a']));
     expect(store.remote.unclaimed).toEqual(new Set(['lock-b']));
     expect(store.count('commit')).toBe(2);
     expect(pool.pendingClaims()).toEqual([
-      { name: 'lock-a', commit: 'c1', parent: 'c0', unanswered: true },
+      { locks: [{ name: 'lock-a', commit: 'c1' }], parent: 'c0', unanswered: true },
     ]);
   });
 
@@ -582,15 +611,21 @@ describe('LockPool', () => {
       store.otherMoves('lock-b', 'claimed');
     };
     const { pool } = setup(store, { clock: new FakeClock(0) });
-    expect(await pool.run({ kind: 'acquire' })).toEqual({ ref: 'c3', name: 'lock-a' });
-    expect(pool.pendingClaims()).toEqual([{ name: 'lock-a', commit: 'c3', parent: 'other-2' }]);
+    expect(await pool.run({ kind: 'acquire' })).toEqual({
+      ref: 'c3',
+      name: 'lock-a',
+      names: ['lock-a'],
+    });
+    expect(pool.pendingClaims()).toEqual([
+      { locks: [{ name: 'lock-a', commit: 'c3' }], parent: 'other-2' },
+    ]);
     expect(store.remote.claimed).toEqual(new Set(['lock-a', 'lock-b']));
   });
 
   it('forgets a claim whose push was rejected (nothing to release after an abort)', async () => {
     const store = new FakeStore([], ['lock-a']);
     store.pushes = ['rejected'];
-    let seen: Claim[] = [];
+    let seen: PendingClaim[] = [];
     const controller = new AbortController();
     const { pool } = setup(store, { signal: controller.signal });
     store.beforePush = () => {
@@ -599,7 +634,7 @@ describe('LockPool', () => {
       controller.abort(new Error('stopped by SIGTERM'));
     };
     await expect(pool.run({ kind: 'acquire' })).rejects.toBeInstanceOf(CancelledError);
-    expect(seen).toEqual([{ name: 'lock-a', commit: 'c1', parent: 'c0' }]);
+    expect(seen).toEqual([{ locks: [{ name: 'lock-a', commit: 'c1' }], parent: 'c0' }]);
     expect(pool.pendingClaims()).toEqual([]);
   });
 
@@ -623,7 +658,11 @@ describe('LockPool', () => {
   it('answers a check with the tip it observed, committing nothing', async () => {
     const store = new FakeStore([], ['a']);
     const { pool } = setup(store);
-    expect(await pool.run({ kind: 'check', name: 'a' })).toEqual({ ref: 'c0', name: 'a' });
+    expect(await pool.run({ kind: 'check', name: 'a' })).toEqual({
+      ref: 'c0',
+      name: 'a',
+      names: ['a'],
+    });
     expect(store.count('commit')).toBe(0);
   });
 
@@ -635,6 +674,7 @@ describe('LockPool', () => {
     expect(await pool.run({ kind: 'update', name: 'a', metadata: Buffer.from('same') })).toEqual({
       ref: 'other-1',
       name: 'a',
+      names: ['a'],
     });
     expect(store.count('commit')).toBe(0);
     expect(store.count('push')).toBe(0);
@@ -671,7 +711,10 @@ describe('releaseAbandonedClaim', () => {
     const commit = await store.commit('claiming: lock-a');
     store.pushes = [{ late: new GitTimeoutError(['push'], 1_000) }];
     await expect(store.push()).rejects.toBeInstanceOf(GitTimeoutError);
-    return { store, claim: { name: 'lock-a', commit, parent: 'c0', unanswered: true } };
+    return {
+      store,
+      claim: { locks: [{ name: 'lock-a', commit }], parent: 'c0', unanswered: true },
+    };
   }
 
   it('waits for a claim the server may still apply, and releases it once it lands', async () => {
@@ -683,7 +726,7 @@ describe('releaseAbandonedClaim', () => {
     const result = await releaseAbandonedClaim(
       store,
       claim,
-      'unclaiming: lock-a',
+      (name) => `unclaiming: ${name}`,
       new AbortController().signal,
       clock,
     );
@@ -701,7 +744,7 @@ describe('releaseAbandonedClaim', () => {
       if (index === 1) deadline.abort(new Error('deadline'));
     };
     await expect(
-      releaseAbandonedClaim(store, claim, 'unclaiming: lock-a', deadline.signal, clock),
+      releaseAbandonedClaim(store, claim, (name) => `unclaiming: ${name}`, deadline.signal, clock),
     ).rejects.toThrow(/the server may still apply it/);
     expect(store.count('commit')).toBe(1);
   });
@@ -711,13 +754,13 @@ describe('releaseAbandonedClaim', () => {
     const clock = new FakeClock();
     const signal = new AbortController().signal;
     expect(
-      await releaseAbandonedClaim(store, { ...claim, unanswered: false }, 'm', signal, clock),
+      await releaseAbandonedClaim(store, { ...claim, unanswered: false }, () => 'm', signal, clock),
     ).toBe('not-held');
     store.otherWriter((remote) => {
       remote.unclaimed.add('lock-b');
       return 'lock-b';
     });
-    expect(await releaseAbandonedClaim(store, claim, 'm', signal, clock)).toBe('not-held');
+    expect(await releaseAbandonedClaim(store, claim, () => 'm', signal, clock)).toBe('not-held');
     expect(clock.sleeps).toEqual([]);
   });
 });
@@ -1037,7 +1080,7 @@ describe('LockPool in a line with puts that are gone', () => {
       store,
       clock,
       reporter,
-      { pool: 'envs', retryDelayMs: 200, lineToken: 'me', message: (subject) => subject },
+      { pool: 'envs', retryDelayMs: 200, lineToken: 'me', message: ({ subject }) => subject },
       new AbortController().signal,
     );
     const released = releaseAt(store, clock, 1);
@@ -1055,7 +1098,7 @@ describe('LockPool in a line with puts that are gone', () => {
       store,
       clock,
       new RecordingReporter(),
-      { pool: 'envs', retryDelayMs: 0, lineToken: 'me', message: (subject) => subject },
+      { pool: 'envs', retryDelayMs: 0, lineToken: 'me', message: ({ subject }) => subject },
       new AbortController().signal,
     );
     clock.onSleep = () => {
@@ -1077,7 +1120,7 @@ describe('LockPool in a line with puts that are gone', () => {
       plain,
       plainClock,
       new RecordingReporter(),
-      { pool: 'envs', retryDelayMs: 0, message: (subject) => subject },
+      { pool: 'envs', retryDelayMs: 0, message: ({ subject }) => subject },
       new AbortController().signal,
     );
     expect((await reference.run({ kind: 'acquire' })).name).toBe('lock-a');
