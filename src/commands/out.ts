@@ -5,8 +5,8 @@ import { ConfigurationError, OperationError } from '../base/errors.js';
 import { lockNameProblem, printable } from '../base/lock-name.js';
 import type { ResolvedOperation } from '../lock/lock-operation.js';
 import { runLockOperation } from '../run/lock-run.js';
-import { parseOutRequest, type OutOperation } from '../protocol/request.js';
-import { lockResponse, openSession, readRequest } from '../run/session.js';
+import { parseOutRequest, type OutRequest } from '../protocol/request.js';
+import { lockResponse, openSession, readRequest, reapResponse } from '../run/session.js';
 import { readStepFile, stepFolder, type StepFolder } from '../protocol/step-folder.js';
 
 /** Said when the folder argument is missing (main says it before reading stdin). */
@@ -16,7 +16,7 @@ export async function runOut(ctx: CommandContext) {
   const request = await readRequest(ctx, parseOutRequest);
   const src = ctx.args[0];
   if (!src) throw new ConfigurationError([OUT_USAGE]);
-  const operation = await resolveOperation(request.operation, src);
+  const operation = await resolveOperation(request, src);
   const { source } = request;
 
   const { git, environment } = await openSession(source, ctx);
@@ -29,12 +29,16 @@ export async function runOut(ctx: CommandContext) {
     claimer: 'the put',
     leaseMs: request.leaseMs,
   });
+  if (operation.kind === 'reap') return reapResponse(outcome.ref, outcome.names, source.pool);
   return lockResponse(outcome.ref, outcome.name, source.pool);
 }
 
 /** Reads the step folder's `name` (and `metadata`) so the policy gets plain values. */
-async function resolveOperation(operation: OutOperation, src: string): Promise<ResolvedOperation> {
-  if (operation.kind === 'acquire' || operation.kind === 'claim') return operation;
+async function resolveOperation(request: OutRequest, src: string): Promise<ResolvedOperation> {
+  const { operation } = request;
+  if (operation.kind === 'acquire')
+    return { kind: 'acquire', reclaimExpired: request.reclaimExpired };
+  if (operation.kind === 'reap' || operation.kind === 'claim') return operation;
   const folder = await stepFolder(src, operation.step, operation.kind);
   const name = await readName(folder);
   if (operation.kind === 'add' || operation.kind === 'add_claimed' || operation.kind === 'update') {
@@ -48,6 +52,9 @@ async function resolveOperation(operation: OutOperation, src: string): Promise<R
     return { kind: operation.kind, name, metadata };
   }
   if (operation.kind === 'release') return { kind: 'release', name, ...(await readToken(folder)) };
+  // The request refuses a renew without a lease.
+  if (operation.kind === 'renew')
+    return { kind: 'renew', name, leaseMs: request.leaseMs!, ...(await readToken(folder)) };
   return { kind: operation.kind, name };
 }
 

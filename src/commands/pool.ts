@@ -20,7 +20,7 @@ import { buildReport, reportHtml } from './pool/report.js';
 import { shortHolder } from './pool/holder.js';
 import type { ResolvedOperation } from '../lock/lock-operation.js';
 import type { Source } from '../protocol/request.js';
-import { lockResponse, openSession, registerSecrets } from '../run/session.js';
+import { lockResponse, openSession, reapResponse, registerSecrets } from '../run/session.js';
 import { parsePoolArguments, type Invocation } from './pool/arguments.js';
 import { initPool } from '../repo/pool-init.js';
 import { sourceFromFlags } from './pool/source.js';
@@ -43,6 +43,7 @@ export async function runPool(ctx: CommandContext): Promise<string> {
   const waitTimeoutMs = durationFlag('--wait-timeout', invocation.waitTimeout);
   const metadata = await metadataFile(invocation.metadataFile);
   const sinceMs = durationFlag('--since', invocation.since) ?? DEFAULT_REPORT_WINDOW_MS;
+  const olderThanMs = durationFlag('--older-than', invocation.olderThan);
 
   const { git, environment } = await openSession(source, ctx);
   switch (invocation.kind) {
@@ -56,6 +57,24 @@ export async function runPool(ctx: CommandContext): Promise<string> {
       });
     case 'init':
       return init(ctx, git, source, environment.home, invocation.locks, by);
+    case 'reap': {
+      const outcome = await runLockOperation(
+        ctx,
+        { kind: 'reap', dryRun: invocation.dryRun, olderThanMs },
+        {
+          git,
+          home: environment.home,
+          source,
+          build: handBuild(by),
+          waitTimeoutMs: undefined,
+          claimedBy: by,
+          claimer: 'the pool command',
+        },
+      );
+      return invocation.json
+        ? `${JSON.stringify(reapResponse(outcome.ref, invocation.dryRun ? [] : outcome.names, source.pool))}\n`
+        : '';
+    }
     case 'claim':
     case 'release':
     case 'remove':
@@ -73,6 +92,8 @@ export async function runPool(ctx: CommandContext): Promise<string> {
         invocation.kind === 'release'
           ? await claimOf(git, source, environment.home, invocation.name, ctx.signal)
           : undefined;
+      if (invocation.kind === 'release' && !invocation.force)
+        refuseLeasedRelease(invocation.name, ended, source.leaseGraceMs, ctx.clock.now());
       const printed = await change(ctx, session, source, operation, {
         ...invocation,
         by,
@@ -261,6 +282,23 @@ async function claimOf(
     // The release itself says what is wrong (not claimed, no such pool, no access).
     return undefined;
   }
+}
+
+/**
+ * A claim under a lease that has not run out belongs to a build that may still be working (SPEC
+ * §10): releasing it by hand would let another build take the lock under it. --force says so.
+ */
+function refuseLeasedRelease(
+  name: string,
+  claim: LockRecord | undefined,
+  graceMs: number,
+  now: number,
+): void {
+  const lease = claim?.leaseExpires;
+  if (!lease || now > lease.getTime() + graceMs) return;
+  throw new ConfigurationError([
+    `error: lock "${showable(name)}" is claimed by ${showable(shortHolder(claim.by ?? 'unknown'))} under a lease until ${formatInstant(lease)}: its holder renews or releases it (pool reap takes it once the lease is over); --force releases it anyway`,
+  ]);
 }
 
 /** `released "a" (claimed by team/pipeline/job #12 since 2026-…Z, 3m ago)`. */

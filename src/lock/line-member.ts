@@ -44,6 +44,8 @@ export interface LineWait {
   report(): void | Promise<void>;
   /** Sleeps about `intervalMs`, or ends the wait (wait_timeout, cancellation) by throwing. */
   pause(intervalMs: number): Promise<void>;
+  /** When to stop waiting whatever the branch does (a lease runs out then, SPEC §10). */
+  wakeAt?: number;
 }
 
 export class LineMember {
@@ -210,7 +212,7 @@ export class LineMember {
       await wait.report();
       const busy = this.clock.now() - this.movedAt < QUIET_AFTER_DELAYS * pollMs(retryDelayMs);
       const front = busy && this.ahead !== undefined && this.ahead.length < this.free + FRONT_SPARE;
-      const wake = this.wakeAt();
+      const wake = earliest(this.wakeAt(), wait.wakeAt);
       let interval = front ? frontPollMs(retryDelayMs) : pollMs(retryDelayMs);
       if (wake !== undefined) interval = Math.min(interval, wake - this.clock.now());
       await wait.pause(interval);
@@ -369,4 +371,8 @@ export class LineMember {
     );
     return false;
   }
+}
+
+function earliest(a: number | undefined, b: number | undefined): number | undefined {
+  return a === undefined ? b : b === undefined ? a : Math.min(a, b);
 }

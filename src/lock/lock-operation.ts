@@ -1,13 +1,18 @@
 // What each `out` operation does to a pool, as a pure decision over the pool's state: commit a
 // change, report what it observed, wait, or fail. No git, no clocks: table-tested on its own.
+import { expiredClaims, reclaimStep, renewStep, type Leases, type Reclaim } from './leases.js';
 import type { Change, ClaimFacts, PoolState, ReclaimFacts } from './pool-state.js';
 
 /**
- * `token`: the claim a release or update comes from (the step folder's `claim_token`, SPEC §10):
- * the operation acts only while that claim holds the lock.
+ * `token`: the claim a release, update or renew comes from (the step folder's `claim_token`,
+ * SPEC §10): the operation acts only while that claim holds the lock. `reclaimExpired`: an
+ * acquire that finds no unclaimed lock takes an expired one. `reap`: reclaims every expired lock
+ * (`olderThanMs`: claims without a lease older than that too), or only lists them (`dryRun`).
  */
 export type ResolvedOperation =
-  | { kind: 'acquire' }
+  | { kind: 'acquire'; reclaimExpired?: boolean }
+  | { kind: 'renew'; name: string; token?: string; leaseMs: number }
+  | { kind: 'reap'; dryRun?: boolean; olderThanMs?: number }
   | {
       kind: 'claim' | 'release' | 'remove' | 'check' | 'check_unclaimed';
       name: string;
@@ -26,21 +31,48 @@ export interface CommitStep {
   trailers?: readonly (readonly [string, string])[];
 }
 
+/**
+ * `reclaimed`: the expired claims a decision reclaims (or, observed, would reclaim); `answer`: the
+ * version to answer with instead of the last commit (a renewal answers with the claim's).
+ */
 export type Decision =
   /** Commits, in order, that go out in one push: all of them land or none. */
-  | { kind: 'commit'; commits: CommitStep[] }
-  | { kind: 'observed'; name: string }
+  | { kind: 'commit'; commits: CommitStep[]; reclaimed?: Reclaim[]; answer?: string }
+  | { kind: 'observed'; name: string; reclaimed?: Reclaim[] }
   | { kind: 'wait'; reason: string; wanted: string[] }
   | { kind: 'fail'; message: string };
 
+/** `leases`: the claims and the time, for the operations that need them (see LockPool). */
 export function decide(
   operation: ResolvedOperation,
   pool: PoolState,
   poolName: string,
   random: () => number,
+  leases?: Leases,
 ): Decision {
+  if (operation.kind === 'reap') {
+    const expired = leases ? expiredClaims(pool, leases, operation.olderThanMs) : [];
+    if (expired.length === 0 || operation.dryRun)
+      return { kind: 'observed', name: expired[0]?.name ?? '', reclaimed: expired };
+    return {
+      kind: 'commit',
+      commits: expired.map((reclaim) => reclaimStep(reclaim, leases!.reclaimedBy)),
+      reclaimed: expired,
+    };
+  }
   if (operation.kind === 'acquire') {
     const free = freeLocks(pool);
+    // When no lock is unclaimed, an expired one counts as free: reclaimed and claimed in one push.
+    const expired =
+      free.length === 0 && operation.reclaimExpired && leases ? expiredClaims(pool, leases) : [];
+    if (expired.length > 0) {
+      const reclaim = expired[Math.min(expired.length - 1, Math.floor(random() * expired.length))]!;
+      return {
+        kind: 'commit',
+        commits: [reclaimStep(reclaim, leases!.reclaimedBy), claimStep(reclaim.name)],
+        reclaimed: [reclaim],
+      };
+    }
     if (free.length === 0) {
       return {
         kind: 'wait',
@@ -81,6 +113,21 @@ export function decide(
           : `lock "${name}" does not exist in pool "${poolName}"`,
         wanted: [name],
       };
+    case 'renew': {
+      if (!claimed) return notClaimed(name, poolName, unclaimed, 'renew');
+      const claim = leases?.claims.get(name);
+      const token = operation.token ?? claim?.token;
+      if (token === undefined || leases === undefined)
+        return {
+          kind: 'fail',
+          message: `cannot renew lock "${name}": its claim has no Claim-Token (made by the reference or by hand), so no lease can name it`,
+        };
+      return {
+        kind: 'commit',
+        commits: [renewStep(name, token, new Date(leases.now + operation.leaseMs))],
+        answer: claim?.commit,
+      };
+    }
     case 'release':
       if (!claimed) return notClaimed(name, poolName, unclaimed, 'release');
       return commitOne({

@@ -11,6 +11,7 @@ import {
   type CommitStep,
   type ResolvedOperation,
 } from './lock-operation.js';
+import { expiredClaims, nextExpiry, type Leases, type Reclaim } from './leases.js';
 import type { PoolState } from './pool-state.js';
 import type { Claim, LockStore, PushOutcome } from './lock-store.js';
 import { PendingClaims, type PendingClaim } from './pending-claims.js';
@@ -46,7 +47,14 @@ export interface LockPoolOptions {
   waitTimeoutSetting?: string;
   /** Builds the message of one commit of a decision. */
   message(step: CommitStep): string;
+  /** How long after its lease a claim still counts as held (SPEC §10 `lease_grace`). */
+  leaseGraceMs?: number;
+  /** Who reclaims expired claims, for `Reclaimed-By`: the build URL or the operator. */
+  reclaimedBy?: string;
 }
+
+/** SPEC §10's default `lease_grace`. */
+const DEFAULT_LEASE_GRACE_MS = 5 * 60_000;
 
 export interface Outcome {
   /** The last commit the operation pushed (or the one it observed). */
@@ -55,6 +63,8 @@ export interface Outcome {
   name: string;
   /** Every lock it took or changed, in the order of its commits. */
   names: string[];
+  /** The expired claims it reclaimed (a reap's dry run: would reclaim). */
+  reclaimed?: Reclaim[];
 }
 
 export class LockPool {
@@ -130,10 +140,18 @@ export class LockPool {
     if (fenced === 'moved')
       return { kind: 'conflict', name: 'name' in operation ? operation.name : '' };
     if (fenced !== undefined) throw new OperationError(fenced);
+    const leases = await this.leases(operation, state);
+    if (leases === 'moved')
+      return { kind: 'conflict', name: 'name' in operation ? operation.name : '' };
     const line = this.line?.active ? this.line : undefined;
     let pick = () => this.clock.random();
     if (line) {
-      const free = freeLocks(state);
+      // An expired lock counts as free for an acquire that may reclaim it, in line as out of it.
+      const unclaimed = freeLocks(state);
+      const free =
+        unclaimed.length === 0 && leases && operation.kind === 'acquire' && operation.reclaimExpired
+          ? expiredClaims(state, leases).map(({ name }) => name)
+          : unclaimed;
       await line.observePool(tip, free);
       if (free.length > 0) {
         const turn = await line.turn(tip);
@@ -152,22 +170,61 @@ export class LockPool {
         if (turn !== undefined) pick = () => (turn + 0.5) / free.length;
       }
     }
-    const decision = decide(operation, state, this.options.pool, pick);
+    const decision = decide(operation, state, this.options.pool, pick, leases);
     switch (decision.kind) {
       case 'fail':
         throw new OperationError(decision.message);
-      case 'observed':
-        return { kind: 'done', value: { ref: tip, name: decision.name, names: [decision.name] } };
-      case 'wait':
+      case 'observed': {
+        const names = decision.name === '' ? [] : [decision.name];
+        const { reclaimed } = decision;
+        return { kind: 'done', value: { ref: tip, name: decision.name, names, reclaimed } };
+      }
+      case 'wait': {
+        // A lease that runs out while waiting changes nothing on the branch: look again then.
+        const until = leases ? nextExpiry(leases) : undefined;
         if (line && operation.kind === 'acquire' && (await line.waitFor(decision, tip))) {
-          await this.waitInLine(line, tip, decision.reason, decision.wanted, started);
+          await this.waitInLine(line, tip, decision.reason, decision.wanted, started, until);
         } else {
-          await this.waitForChange(tip, decision.reason, decision.wanted, started);
+          await this.waitForChange(tip, decision.reason, decision.wanted, started, until);
         }
         return { kind: 'waited' };
-      case 'commit':
-        return this.commitAndPush(decision.commits, tip, line);
+      }
+      case 'commit': {
+        const done = await this.commitAndPush(decision.commits, tip, line);
+        if (done.kind !== 'done') return done;
+        const { answer, reclaimed } = decision;
+        return { kind: 'done', value: { ...done.value, ref: answer ?? done.value.ref, reclaimed } };
+      }
     }
+  }
+
+  /**
+   * The current claims and the time, for the operations that decide by leases: a reap, a renew,
+   * and an acquire that may reclaim when no lock is unclaimed. 'moved': the branch moved while
+   * they were read.
+   */
+  private async leases(
+    operation: ResolvedOperation,
+    state: PoolState,
+  ): Promise<Leases | 'moved' | undefined> {
+    let names: string[];
+    if (operation.kind === 'reap') names = [...state.claimed];
+    else if (operation.kind === 'renew') names = [operation.name];
+    else if (
+      operation.kind === 'acquire' &&
+      operation.reclaimExpired &&
+      freeLocks(state).length === 0
+    )
+      names = [...state.claimed];
+    else return undefined;
+    const claims = names.length === 0 ? new Map() : await this.store.claims(names.sort());
+    if (!claims) return 'moved';
+    return {
+      claims,
+      now: this.clock.now(),
+      graceMs: this.options.leaseGraceMs ?? DEFAULT_LEASE_GRACE_MS,
+      reclaimedBy: this.options.reclaimedBy ?? 'unknown',
+    };
   }
 
   /**
@@ -250,10 +307,12 @@ export class LockPool {
     reason: string,
     wanted: string[],
     started: number,
+    until?: number,
   ): Promise<void> {
     this.presynced = await line.waitInLine(tip, {
       report: () => this.reporter.waiting(reason, wanted, this.clock.now() - started),
       pause: (intervalMs) => this.pause(intervalMs, reason, started),
+      wakeAt: until,
     });
   }
 
@@ -269,10 +328,17 @@ export class LockPool {
     reason: string,
     wanted: string[],
     started: number,
+    until?: number,
   ): Promise<void> {
     for (;;) {
       await this.reporter.waiting(reason, wanted, this.clock.now() - started);
-      await this.pause(undefined, reason, started);
+      const left = until === undefined ? undefined : until - this.clock.now();
+      await this.pause(
+        left === undefined ? undefined : Math.min(pollMs(this.options.retryDelayMs), left),
+        reason,
+        started,
+      );
+      if (until !== undefined && this.clock.now() >= until) return;
       if ((await this.store.look()).tip !== tip) return;
     }
   }

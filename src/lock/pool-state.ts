@@ -25,6 +25,8 @@ export function lockPath(pool: string, state: LockState, name: string): string {
 export interface ClaimFacts {
   /** Its `Claim-Token`; undefined for a claim made by the reference, or not found. */
   token?: string;
+  /** The claiming commit. */
+  commit?: string;
   /** Who holds it: the build URL or operator. */
   by?: string;
   since?: Date;

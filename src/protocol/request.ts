@@ -17,10 +17,13 @@ import { parseSource, type Source } from './source.js';
 export { isSshUri, type GitConfigEntry, type Source } from './source.js';
 
 export type StepOperationKind =
-  'release' | 'add' | 'add_claimed' | 'remove' | 'update' | 'check' | 'check_unclaimed';
+  'release' | 'add' | 'add_claimed' | 'remove' | 'update' | 'check' | 'check_unclaimed' | 'renew';
 
 export type OutOperation =
-  { kind: 'acquire' } | { kind: 'claim'; name: string } | { kind: StepOperationKind; step: string };
+  | { kind: 'acquire' }
+  | { kind: 'reap' }
+  | { kind: 'claim'; name: string }
+  | { kind: StepOperationKind; step: string };
 
 export interface CheckRequest {
   source: Source;
@@ -58,6 +61,8 @@ const OPERATION_KEYS = [
   'update',
   'check',
   'check_unclaimed',
+  'renew',
+  'reap',
 ] as const;
 
 /**
@@ -129,6 +134,8 @@ const outParamsShape = {
   update: stepParam('update'),
   check: stepParam('check'),
   check_unclaimed: stepParam('check_unclaimed'),
+  renew: stepParam('renew'),
+  reap: z.boolean({ error: 'invalid payload (reap must be true or false)' }).nullish(),
   wait_timeout: duration('wait_timeout', { allowZero: false }).nullish(),
   lease: leaseDuration('lease', { allowZero: false }).nullish(),
   reclaim_expired: z
@@ -249,10 +256,14 @@ export async function parseOutRequest(text: string): Promise<Parsed<OutRequest>>
     const params: Partial<OutParams> = envelope.data.params ?? {};
     unknown.push(...unknownKeys(params, Object.keys(outParamsShape), 'params'));
     const chosen = OPERATION_KEYS.filter((key) =>
-      key === 'acquire' ? params.acquire === true : params[key] !== undefined,
+      key === 'acquire' || key === 'reap' ? params[key] === true : params[key] !== undefined,
     );
     if (chosen.length === 0) problems.push(MISSING_OPERATION);
-    else if (chosen.length > 1) {
+    else if (chosen.length > 1 && chosen.includes('reap')) {
+      problems.push(
+        `invalid payload (reap reclaims every expired lock of the pool and takes no other operation: drop ${chosen.filter((key) => key !== 'reap').join(', ')})`,
+      );
+    } else if (chosen.length > 1) {
       problems.push(
         `invalid payload (params has more than one operation: ${chosen.join(', ')}; a put does exactly one)`,
       );
@@ -260,6 +271,8 @@ export async function parseOutRequest(text: string): Promise<Parsed<OutRequest>>
       operation = toOperation(chosen[0]!, params, problems);
     }
     problems.push(...leaseProblems(chosen, params));
+    if (operation?.kind === 'renew' && params.lease == null && source?.leaseMs === undefined)
+      problems.push('invalid payload (renew needs a lease: set lease in params or in source)');
   }
   return finish(
     problems,
@@ -300,7 +313,7 @@ function toOperation(
   params: Partial<OutParams>,
   problems: string[],
 ): OutOperation | undefined {
-  if (key === 'acquire') return { kind: 'acquire' };
+  if (key === 'acquire' || key === 'reap') return { kind: key };
   if (key === 'claim') {
     const name = params.claim!;
     const problem = lockNameProblem(name);

@@ -440,6 +440,7 @@ export class LockRepository {
         record.name,
         {
           token: record.token,
+          commit: record.commit,
           by: record.by,
           since: record.since,
           leaseExpires: record.leaseExpires,

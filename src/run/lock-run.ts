@@ -6,6 +6,8 @@ import { commitMessage, type BuildInfo } from '../protocol/build-info.js';
 import type { CommandContext } from './context.js';
 import type { Git } from '../git/git.js';
 import { holderLookup } from '../repo/lock-holders.js';
+import { BranchHistory } from '../repo/branch-history.js';
+import type { Reclaim } from '../lock/leases.js';
 import type { ResolvedOperation } from '../lock/lock-operation.js';
 import { LockPool, type Outcome } from '../lock/lock-pool.js';
 import { LockRepository } from '../repo/lock-repository.js';
@@ -58,6 +60,8 @@ export async function runLockOperation(
       waitTimeoutMs,
       waitTimeoutSetting: options.waitTimeoutSetting,
       lineToken: token.replace(/[^0-9a-z]/gi, '').toLowerCase(),
+      leaseGraceMs: source.leaseGraceMs,
+      reclaimedBy: options.claimedBy ?? build.url ?? 'unknown',
       message: ({ subject, claiming, trailers }) => {
         const now = ctx.clock.now();
         return commitMessage(
@@ -82,14 +86,44 @@ export async function runLockOperation(
   const run = runReleasingAbandonedClaim(ctx, pool, source, build, options.claimer);
   ctx.log.info(startLine(operation, source.pool));
   const outcome = await run(operation);
-  ctx.log.info(doneLine(operation, outcome.name, outcome.ref));
+  // One line per reclaimed lock (SPEC §10): whose claim went, and why.
+  for (const reclaim of outcome.reclaimed ?? []) ctx.log.info(reclaimLine(operation, reclaim));
+  if (operation.kind === 'reap' && (outcome.names.length === 0 || operation.dryRun)) {
+    // Nothing committed: the answer is still the last commit that touched the pool.
+    const history = new BranchHistory(git, join(home, 'history.git'), source.uri, source.branch);
+    await history.fetch(16);
+    const [last] = await history.poolCommits(source.pool, undefined);
+    if (last) outcome.ref = last;
+  }
+  ctx.log.info(
+    operation.kind === 'reap'
+      ? reapedLine(operation.dryRun === true, outcome)
+      : doneLine(operation, outcome.name, outcome.ref),
+  );
   return outcome;
+}
+
+function reapedLine(dryRun: boolean, outcome: Outcome): string {
+  const count = outcome.reclaimed?.length ?? 0;
+  const locks = `${count} expired ${count === 1 ? 'lock' : 'locks'}`;
+  const at = `(commit ${outcome.ref.slice(0, 12)})`;
+  return dryRun ? `dry run: ${locks} to reclaim ${at}` : `reaped! ${locks} reclaimed ${at}`;
+}
+
+function reclaimLine(operation: ResolvedOperation, reclaim: Reclaim): string {
+  const dry = operation.kind === 'reap' && operation.dryRun;
+  const holder = reclaim.by ? `, claimed by ${reclaim.by}` : '';
+  return `${dry ? 'would reclaim' : 'reclaimed'} lock: ${reclaim.name} (${reclaim.reason}${holder})`;
 }
 
 function startLine(operation: ResolvedOperation, pool: string): string {
   switch (operation.kind) {
     case 'acquire':
       return `acquiring lock on: ${pool}`;
+    case 'renew':
+      return `renewing the lease of lock: ${operation.name} on: ${pool}`;
+    case 'reap':
+      return `reclaiming expired locks on: ${pool}${operation.dryRun ? ' (dry run: nothing is committed)' : ''}`;
     case 'claim':
       return `claiming lock: ${operation.name} on: ${pool}`;
     case 'release':
@@ -115,6 +149,10 @@ function doneLine(operation: ResolvedOperation, name: string, ref: string): stri
       return `acquired! lock: ${name} ${at}`;
     case 'claim':
       return `claimed! lock: ${name} ${at}`;
+    case 'renew':
+      return `renewed! lock: ${name} ${at}`;
+    case 'reap':
+      return `reaped! ${at}`;
     case 'release':
       return `released! lock: ${name} ${at}`;
     case 'remove':

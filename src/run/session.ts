@@ -70,3 +70,14 @@ export function lockResponse(ref: string, name: string, pool: string) {
     ],
   };
 }
+
+/** A reap's answer: the pool's last commit, and the locks it reclaimed (SPEC §10). */
+export function reapResponse(ref: string, reclaimed: readonly string[], pool: string) {
+  return {
+    version: { ref },
+    metadata: [
+      { name: 'pool_name', value: pool },
+      { name: 'reclaimed', value: reclaimed.length > 0 ? reclaimed.join(', ') : 'none' },
+    ],
+  };
+}

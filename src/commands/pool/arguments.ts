@@ -14,6 +14,7 @@ export const SUBCOMMANDS = [
   'remove',
   'report',
   'update',
+  'reap',
 ] as const;
 export type Subcommand = (typeof SUBCOMMANDS)[number];
 
@@ -45,6 +46,9 @@ const OPTIONS = {
   claimed: { type: 'boolean' },
   by: { type: 'string' },
   'wait-timeout': { type: 'string' },
+  'dry-run': { type: 'boolean' },
+  'older-than': { type: 'string' },
+  force: { type: 'boolean' },
 } as const;
 
 type OptionName = keyof typeof OPTIONS;
@@ -75,7 +79,8 @@ const SUBCOMMAND_OPTIONS: Record<Subcommand, readonly OptionName[]> = {
   report: ['html', 'json', 'since'],
   init: ['lock', 'by'],
   claim: ['by', 'wait-timeout', 'json'],
-  release: ['by', 'json'],
+  release: ['by', 'json', 'force'],
+  reap: ['dry-run', 'older-than', 'by', 'json'],
   add: ['metadata', 'claimed', 'by', 'json'],
   update: ['metadata', 'by', 'wait-timeout', 'json'],
   remove: ['by', 'json'],
@@ -120,6 +125,12 @@ export type Invocation =
       claimed: boolean;
       by?: string;
       waitTimeout?: string;
+      /** reap: list what would be reclaimed, commit nothing. */
+      dryRun: boolean;
+      /** reap: also reclaim claims without a lease older than this (Go duration). */
+      olderThan?: string;
+      /** release: even a claim whose lease has not run out. */
+      force: boolean;
     };
 
 export function parsePoolArguments(args: readonly string[]): Invocation {
@@ -156,7 +167,8 @@ export function parsePoolArguments(args: readonly string[]): Invocation {
       ]);
   }
 
-  const takesName = first !== 'status' && first !== 'init' && first !== 'report';
+  const takesName =
+    first !== 'status' && first !== 'init' && first !== 'report' && first !== 'reap';
   if (takesName && rest.length !== 1) {
     throw new ConfigurationError([
       rest.length === 0
@@ -195,6 +207,9 @@ export function parsePoolArguments(args: readonly string[]): Invocation {
     claimed: values.claimed ?? false,
     by: values.by,
     waitTimeout: values['wait-timeout'],
+    dryRun: values['dry-run'] ?? false,
+    olderThan: values['older-than'],
+    force: values.force ?? false,
     source: {
       sourceFile: values.source,
       uri: values.uri,
@@ -272,6 +287,7 @@ Commands:
   add NAME [--metadata FILE] [--claimed] add a lock, unclaimed unless --claimed
   update NAME --metadata FILE            replace an unclaimed lock's metadata (or add it)
   remove NAME                            remove a claimed lock
+  reap [--dry-run] [--older-than D]      release every lock whose lease expired
 
 Run "pool COMMAND --help" for a command's options.
 
@@ -325,8 +341,10 @@ ${SOURCE_HELP}
 `,
   release: `usage: pool release NAME SOURCE
 
-Moves the claimed lock NAME back to unclaimed; refused if it is not claimed.
+Moves the claimed lock NAME back to unclaimed; refused if it is not claimed, or if its claim
+holds a lease that has not run out (its holder may still be working: see pool reap).
 ${HOLDER_HELP}
+  --force       release it even so
   --json        print {version, metadata} as the put would
 
 ${SOURCE_HELP}
@@ -351,6 +369,18 @@ with \`update: STEP\` does.
 ${HOLDER_HELP}
   --wait-timeout DURATION  give up waiting after this long (exit 1)
   --json        print {version, metadata} as the put would
+
+${SOURCE_HELP}
+`,
+  reap: `usage: pool reap [--dry-run] [--older-than DURATION] SOURCE
+
+Releases every lock whose claim's lease ran out more than lease_grace ago (--lease-grace,
+default 5m): one commit each, naming the expired claim's token, the reason and who reclaimed
+it. Claims without a lease are never reclaimed, unless --older-than says how old is too old.
+  --dry-run              list what would be reclaimed, commit nothing
+  --older-than DURATION  also reclaim claims without a lease older than this
+  --by TEXT     who reclaims, written to the Reclaimed-By trailer (default: $USER@HOSTNAME)
+  --json        print {version, metadata} as a put with reap: true would
 
 ${SOURCE_HELP}
 `,
