@@ -93,3 +93,75 @@ export function singleMoveProblem(commit: CommitChange, pool: string): string | 
   if (commit.subject !== expected) return `${describe} should say "${expected}"`;
   return undefined;
 }
+
+export interface LockClaim {
+  lock: string;
+  /** The claiming commit's `Build URL:` line (who claimed). */
+  buildUrl: string;
+  token: string;
+  /** How the claim ended: released by its holder, reclaimed (by whom), or still held. */
+  end: 'released' | 'reclaimed' | 'held';
+}
+
+/**
+ * Replays the branch's claims and releases of `pool`, oldest first: each lock must alternate
+ * between claimed and unclaimed (never claimed twice, never released twice), and a reclaim must
+ * name the token of the claim it ends. Returns every claim with how it ended, and the problems.
+ */
+export async function claimHistory(
+  bare: string,
+  rev: string,
+  pool: string,
+): Promise<{ claims: LockClaim[]; problems: string[] }> {
+  const out = await git(
+    bare,
+    'log',
+    '--reverse',
+    '--no-renames',
+    '--name-status',
+    '--format=%x01%H%x1f%s%x1f%(trailers:key=Claim-Token,valueonly)%x1f%(trailers:key=Reclaimed-Token,valueonly)%x1f%b%x1f',
+    rev,
+  );
+  const claims: LockClaim[] = [];
+  const problems: string[] = [];
+  const current = new Map<string, LockClaim>();
+  for (const record of out.split('\x01').filter(Boolean)) {
+    const [commit = '', subject = '', token = '', reclaimed = '', body = '', names = ''] =
+      record.split('\x1f');
+    const added = names
+      .split('\n')
+      .map((line) => line.split('\t'))
+      .filter(([status, path]) => status === 'A' && path?.startsWith(`${pool}/`));
+    for (const [, path] of added) {
+      const [, state, lock] = path!.split('/') as [string, string, string];
+      if (lock === '.gitkeep') continue;
+      const held = current.get(lock);
+      const at = `${commit.slice(0, 8)} "${subject}"`;
+      if (state === 'claimed') {
+        if (held) problems.push(`${at} claims ${lock}, still held by ${held.buildUrl}`);
+        const claim: LockClaim = {
+          lock,
+          buildUrl: /^Build URL: (.*)$/m.exec(body)?.[1] ?? '?',
+          token: token.trim(),
+          end: 'held',
+        };
+        claims.push(claim);
+        current.set(lock, claim);
+      } else {
+        if (!held) {
+          // The first release of a lock the repository was seeded with as claimed.
+          continue;
+        }
+        if (reclaimed.trim() !== '') {
+          if (reclaimed.trim() !== held.token)
+            problems.push(
+              `${at} reclaims token ${reclaimed.trim()}, but ${lock} is held by ${held.token}`,
+            );
+          held.end = 'reclaimed';
+        } else held.end = 'released';
+        current.delete(lock);
+      }
+    }
+  }
+  return { claims, problems };
+}

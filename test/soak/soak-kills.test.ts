@@ -4,13 +4,15 @@
 // stays free for longer than one grace while such a put waits for one, mutual exclusion holds,
 // and once the next put has come through, no entry of a killed put is left in the line.
 //
+// A second soak has holders vanish after claiming, under leases, while a reaper runs.
+//
 // Tagged `soak`, sized by SOAK_ROUNDS as soak.test.ts.
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
-import { consistencyProblems } from '../helpers/pool-invariants.js';
+import { claimHistory, consistencyProblems } from '../helpers/pool-invariants.js';
 import { runScript, startScript, tempDir, type ScriptResult } from '../helpers/run-script.js';
 import { source as lockSource } from '../helpers/source.js';
 import { waitingLineRefs } from '../helpers/hold-checks.mjs';
@@ -195,6 +197,144 @@ describe('soak with lost workers', () => {
       expect(await waitingLineRefs(repo.bare)).toEqual([]);
       expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: LOCKS });
       expect(await consistencyProblems(repo.bare, repo.branch, ['pool'])).toEqual([]);
+    },
+  );
+});
+
+// Soak with vanishing holders (leases, SPEC §10): workers take locks with a lease and some are
+// SIGKILLed right after claiming, never to release; a reaper runs `reap: true` all along, and
+// half the workers acquire with reclaim_expired. Every live put gets a lock and releases it
+// (fenced by its claim_token), no two live holders of one lock overlap, every dead holder's
+// claim is reclaimed (naming its token) and no live holder's is, and every lock ends unclaimed.
+describe('soak with vanishing holders and a reaper', () => {
+  const LEASE_LOCKS = ['lease-1', 'lease-2'];
+  const LEASE_WORKERS = 6;
+  /** Long beside a live hold (acquire, get, release: a second or two on busy cores). */
+  const LEASE = '6s';
+  const LEASE_GRACE = '1s';
+  let leaseRepo: LockRepo;
+  let leaseDaemon: GitDaemon;
+
+  beforeAll(async () => {
+    leaseRepo = await createLockRepo({ pool: { unclaimed: LEASE_LOCKS } });
+    leaseDaemon = await startGitDaemon(leaseRepo.root);
+  });
+  afterAll(async () => {
+    await leaseDaemon?.stop();
+    await leaseRepo?.cleanup();
+  });
+
+  const leaseSource = () =>
+    lockSource(leaseDaemon.url(leaseRepo.bare), {
+      retry_delay: `${RETRY_DELAY_MS}ms`,
+      lease: LEASE,
+      lease_grace: LEASE_GRACE,
+    });
+
+  it(
+    `${LEASE_WORKERS} workers × ${LEASE_LOCKS.length} locks × ${ROUNDS} rounds, holders SIGKILLed after claiming`,
+    { tags: ['soak'], timeout: Math.max(240_000, ROUNDS * 120_000) },
+    async () => {
+      /** Live holds: from when the claim was known landed to when its release was started. */
+      const holds: { lock: string; claimed: number; releasing: number }[] = [];
+      const dead = new Set<string>();
+      const live = new Set<string>();
+      let running = true;
+
+      const reaper = (async () => {
+        let reaps = 0;
+        while (running) {
+          const result = await runScript(
+            'out',
+            { source: leaseSource(), params: { reap: true } },
+            { args: [await tempDir()], env: { BUILD_URL: `https://ci/reaper/${reaps++}` } },
+          );
+          if (result.code !== 0) throw new Error(`reap exited ${result.code}: ${result.stderr}`);
+          await new Promise((resolve) => setTimeout(resolve, 500));
+        }
+      })();
+
+      const worker = async (index: number) => {
+        for (let round = 0; round < ROUNDS; round++) {
+          const buildUrl = `https://ci/${index}-${round}`;
+          const params = { acquire: true, ...(index % 2 === 0 ? { reclaim_expired: true } : {}) };
+          if (Math.random() < 0.3) {
+            // A holder that vanishes: killed once its claim is pushed, before any release.
+            const run = startScript(
+              'out',
+              { source: leaseSource(), params },
+              { args: [await tempDir()], env: { BUILD_URL: buildUrl } },
+            );
+            await run.waitForStderr(/acquired!/, 120_000);
+            run.child.kill('SIGKILL');
+            await run.done;
+            dead.add(buildUrl);
+            continue;
+          }
+          live.add(buildUrl);
+          const acquired = await runScript(
+            'out',
+            { source: leaseSource(), params },
+            { args: [await tempDir()], env: { BUILD_URL: buildUrl } },
+          );
+          const claimed = Date.now();
+          const lock = lockOf(`worker ${index} round ${round}`, acquired);
+          const { version } = JSON.parse(acquired.stdout) as { version: { ref: string } };
+          // The get Concourse runs after the put: its folder carries the claim's token.
+          const src = await tempDir();
+          const got = await runScript(
+            'in',
+            { source: leaseSource(), version },
+            { args: [join(src, 'lock')] },
+          );
+          if (got.code !== 0) throw new Error(`get of ${lock} exited ${got.code}: ${got.stderr}`);
+          await new Promise((resolve) => setTimeout(resolve, Math.random() * 200));
+          const releasing = Date.now();
+          const released = await runScript(
+            'out',
+            { source: leaseSource(), params: { release: 'lock' } },
+            { args: [src], env: { BUILD_URL: buildUrl } },
+          );
+          if (released.code !== 0)
+            throw new Error(`release of ${lock} exited ${released.code}: ${released.stderr}`);
+          holds.push({ lock, claimed, releasing });
+        }
+      };
+      try {
+        await Promise.all(Array.from({ length: LEASE_WORKERS }, (_, index) => worker(index)));
+        // The claims of the last holders to vanish expire a lease and a grace after their claim.
+        const allFree = async () => (await leaseRepo.state('pool')).claimed.length === 0;
+        const until = Date.now() + 30_000;
+        while (!(await allFree()) && Date.now() < until)
+          await new Promise((resolve) => setTimeout(resolve, 250));
+      } finally {
+        running = false;
+        await reaper;
+      }
+
+      // No two live holders of one lock at any time.
+      for (const lock of LEASE_LOCKS) {
+        const ofLock = holds
+          .filter((hold) => hold.lock === lock)
+          .sort((a, b) => a.claimed - b.claimed);
+        for (let i = 1; i < ofLock.length; i++)
+          expect(ofLock[i]!.claimed, `${lock} claimed again before its release`).toBeGreaterThan(
+            ofLock[i - 1]!.releasing,
+          );
+      }
+      const { claims, problems } = await claimHistory(leaseRepo.bare, leaseRepo.branch, 'pool');
+      expect(problems).toEqual([]);
+      for (const claim of claims) {
+        if (live.has(claim.buildUrl)) expect(claim.end, claim.buildUrl).toBe('released');
+        else if (dead.has(claim.buildUrl)) expect(claim.end, claim.buildUrl).toBe('reclaimed');
+        else throw new Error(`a claim by nobody known: ${claim.buildUrl}`);
+      }
+      expect(claims.filter((claim) => live.has(claim.buildUrl))).toHaveLength(holds.length);
+      process.stderr.write(
+        `soak with vanishing holders: ${dead.size} holders vanished and were reclaimed, ${holds.length} live holds\n`,
+      );
+      expect(await leaseRepo.state('pool')).toEqual({ claimed: [], unclaimed: LEASE_LOCKS });
+      expect(await consistencyProblems(leaseRepo.bare, leaseRepo.branch, ['pool'])).toEqual([]);
     },
   );
 });
