@@ -308,6 +308,7 @@ function setup(
     lineToken?: string;
     waitTimeoutMs?: number;
     waitTimeoutSetting?: string;
+    leaseGraceMs?: number;
   } = {},
 ) {
   const clock = options.clock ?? new FakeClock();
@@ -322,7 +323,10 @@ function setup(
       lineToken: options.lineToken,
       waitTimeoutMs: options.waitTimeoutMs,
       waitTimeoutSetting: options.waitTimeoutSetting,
-      message: ({ subject, claiming }) => `${subject}${claiming ? ' [claiming]' : ''}`,
+      leaseGraceMs: options.leaseGraceMs,
+      reclaimedBy: 'https://ci/reaper',
+      message: ({ subject, claiming, trailers }) =>
+        `${subject}${claiming ? ' [claiming]' : ''}${(trailers ?? []).map(([key, value]) => ` ${key}=${value}`).join('')}`,
     },
     options.signal ?? new AbortController().signal,
   );
@@ -699,6 +703,49 @@ describe('LockPool', () => {
     const { pool } = setup(store, { signal: controller.signal });
     await expect(pool.run({ kind: 'acquire' })).rejects.toBeInstanceOf(CancelledError);
     expect(store.log).toEqual([]);
+  });
+});
+
+describe('LockPool with leases', () => {
+  it('an acquire with reclaim_expired wakes when the lease runs out, and reclaims and claims in one push', async () => {
+    const store = new FakeStore(['a'], []);
+    const clock = new FakeClock();
+    store.claimFacts.set('a', { token: 'old', leaseExpires: new Date(clock.time + 2_500) });
+    const { pool } = setup(store, { clock, leaseGraceMs: 1_000 });
+    expect(await pool.run({ kind: 'acquire', reclaimExpired: true })).toMatchObject({
+      name: 'a',
+      reclaimed: [{ name: 'a', token: 'old' }],
+    });
+    // Nothing moved on the branch: the wait ended when lease + grace had passed.
+    expect(clock.time).toBeGreaterThan(1_000_000 + 3_500);
+    expect(clock.time).toBeLessThan(1_000_000 + 3_500 + RETRY_DELAY_MS);
+    expect(store.messages).toEqual([
+      'unclaiming: a Reclaimed-Token=old Reclaim-Reason=lease expired at 1970-01-01T00:16:42Z Reclaimed-By=https://ci/reaper',
+      'claiming: a [claiming]',
+    ]);
+    expect(store.count('push')).toBe(1);
+  });
+
+  it('refuses a release from another claim’s folder, committing nothing, and names the holder', async () => {
+    const store = new FakeStore(['a'], []);
+    store.claimFacts.set('a', { token: 'new', by: 'https://ci/b/2', since: new Date(0) });
+    const { pool } = setup(store);
+    await expect(pool.run({ kind: 'release', name: 'a', token: 'mine' })).rejects.toThrow(
+      'lock a is no longer held by this claim (claimed since 1970-01-01T00:00:00Z by https://ci/b/2)',
+    );
+    store.reclaims.set('a mine', { at: new Date(1000), reason: 'lease expired at X' });
+    await expect(pool.run({ kind: 'release', name: 'a', token: 'mine' })).rejects.toThrow(
+      'lock a is no longer held by this claim (reclaimed at 1970-01-01T00:00:01Z: lease expired at X)',
+    );
+    expect(store.count('commit')).toBe(0);
+    expect(await pool.run({ kind: 'release', name: 'a', token: 'new' })).toMatchObject({
+      name: 'a',
+    });
+    expect(await pool.run({ kind: 'update', name: 'a', metadata: Buffer.from('x') })).toMatchObject(
+      {
+        name: 'a',
+      },
+    );
   });
 });
 

@@ -561,3 +561,85 @@ describe('out request', () => {
     expect((await parseOutRequest(out(MINIMAL))).request.waitTimeoutMs).toBeUndefined();
   });
 });
+
+describe('lease settings (SPEC §10)', () => {
+  it('takes lease from params over source, lease_grace and reclaim_expired from source or params', async () => {
+    const { request } = await parseOutRequest(
+      out(
+        { ...MINIMAL, lease: '1h', lease_grace: '30s', reclaim_expired: true },
+        { acquire: true, lease: '2h' },
+      ),
+    );
+    expect(request.leaseMs).toBe(7_200_000);
+    expect(request.source.leaseMs).toBe(3_600_000);
+    expect(request.source.leaseGraceMs).toBe(30_000);
+    expect(request.reclaimExpired).toBe(true);
+    const plain = (await parseOutRequest(out(MINIMAL))).request;
+    expect([plain.leaseMs, plain.source.leaseGraceMs, plain.reclaimExpired]).toEqual([
+      undefined,
+      300_000,
+      false,
+    ]);
+    const overridden = await parseOutRequest(
+      out({ ...MINIMAL, reclaim_expired: true }, { acquire: true, reclaim_expired: false }),
+    );
+    expect(overridden.request.reclaimExpired).toBe(false);
+  });
+
+  it.each<[Record<string, unknown>, Record<string, unknown>, string]>([
+    [{ lease: '0s' }, {}, 'invalid payload (lease must be more than zero)'],
+    [{ lease: 0 }, {}, 'invalid payload (lease must be more than zero)'],
+    [{}, { lease: '-1m' }, 'invalid payload (lease must be more than zero)'],
+    [{ lease: '720h1s' }, {}, 'invalid payload (lease is longer than 720h (30 days))'],
+    [{ lease_grace: '-1s' }, {}, 'invalid payload (lease_grace must be zero or more)'],
+    [{ lease_grace: '800h' }, {}, 'invalid payload (lease_grace is longer than 720h (30 days))'],
+    [{ reclaim_expired: 'yes' }, {}, 'invalid payload (reclaim_expired must be true or false)'],
+  ])('refuses source %j params %j with one line', async (source, params, line) => {
+    expect(
+      await problems(parseOutRequest, out({ ...MINIMAL, ...source }, { acquire: true, ...params })),
+    ).toEqual([line]);
+  });
+
+  it('accepts a lease of exactly 30 days, and zero grace', async () => {
+    const { request } = await parseOutRequest(
+      out({ ...MINIMAL, lease: '720h', lease_grace: '0s' }),
+    );
+    expect([request.leaseMs, request.source.leaseGraceMs]).toEqual([720 * 3_600_000, 0]);
+  });
+
+  it.each<[Record<string, unknown>, unknown]>([
+    [
+      { renew: 'lock', lease: '1h' },
+      { kind: 'renew', step: 'lock' },
+    ],
+    [{ reap: true }, { kind: 'reap' }],
+  ])('params %j are one operation', async (params, operation) => {
+    expect((await parseOutRequest(out(MINIMAL, params))).request.operation).toEqual(operation);
+  });
+
+  it.each<[Record<string, unknown>, Record<string, unknown>, string]>([
+    [
+      {},
+      { renew: 'lock' },
+      'invalid payload (renew needs a lease: set lease in params or in source)',
+    ],
+    [
+      {},
+      { reap: true, acquire: true },
+      'invalid payload (reap reclaims every expired lock of the pool and takes no other operation: drop acquire)',
+    ],
+    [
+      {},
+      { release: 'lock', lease: '1h' },
+      'invalid payload (lease applies to acquire, claim, renew, not to release)',
+    ],
+    [
+      {},
+      { claim: 'a', reclaim_expired: true },
+      'invalid payload (reclaim_expired applies to acquire, not to claim)',
+    ],
+    [{}, { reap: 'yes' }, 'invalid payload (reap must be true or false)'],
+  ])('refuses source %j params %j with one line', async (source, params, line) => {
+    expect(await problems(parseOutRequest, out({ ...MINIMAL, ...source }, params))).toEqual([line]);
+  });
+});
