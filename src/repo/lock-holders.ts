@@ -3,7 +3,7 @@
 // and the commit's date. It keeps its own bare, shallow copy of the branch, fetched incrementally
 // and deepened only as far as the answer needs, so `out`'s working copy is never touched.
 import { join } from 'node:path';
-import { CancelledError, formatMs } from '../base/errors.js';
+import { CancelledError, GitCommandError, formatMs } from '../base/errors.js';
 import { missingPoolError } from './missing-pool.js';
 import type { Git } from '../git/git.js';
 import { lockPath, type LockState } from '../lock/pool-state.js';
@@ -175,14 +175,31 @@ export class LockHolders {
     for (const record of found.values())
       if (record.state === 'claimed' && record.token) tokens.set(record.token, record);
     if (tokens.size === 0) return;
-    const out = await this.run(renewalLogArgs(this.copy.tip), signal);
+    const out = await this.run(renewalLogArgs(this.head), signal);
     for (const [token, lease] of renewedLeases(parseHolderLog(out), [...tokens.values()]))
       tokens.get(token)!.leaseExpires = lease;
   }
 
-  /** The branch tip as last refreshed: the commit every answer is about. */
-  get tip(): string {
-    return this.copy.tip;
+  /** The commit the answers about claims are about: the fetched tip, unless pinned (see pin). */
+  private pinned: string | undefined;
+
+  private get head(): string {
+    return this.pinned ?? this.copy.tip;
+  }
+
+  /**
+   * Answers about `commit` from now on, not the fetched tip: a decision made at a tip the branch
+   * has since moved past still gets the claims as they were there. False when the copy lacks it.
+   */
+  async pin(commit: string, signal?: AbortSignal): Promise<boolean> {
+    try {
+      await this.run(['rev-parse', '--verify', `${commit}^{commit}`], signal);
+    } catch (error) {
+      if (error instanceof GitCommandError) return false;
+      throw error;
+    }
+    this.pinned = commit;
+    return true;
   }
 
   /**
@@ -202,7 +219,7 @@ export class LockHolders {
         '--fixed-strings',
         `--grep=${RECLAIMED_TOKEN}: ${token}`,
         `--format=${HOLDER_LOG_FORMAT}`,
-        this.copy.tip,
+        this.head,
         '--',
       ],
       signal,
@@ -240,7 +257,7 @@ export class LockHolders {
         '--diff-filter=A',
         '--name-only',
         `--format=${HOLDER_LOG_FORMAT}`,
-        this.copy.tip,
+        this.head,
         '--',
         ...paths,
       ],

@@ -429,7 +429,8 @@ export class LockRepository {
   /**
    * The current claims of `names` at the synced tip. Read in a copy of their own (LockHolders,
    * deepened as far as the claiming commits lie, the whole history if need be: fencing must not
-   * guess), so this copy stays at depth 1; undefined when that copy found the branch moved.
+   * guess), so this copy stays at depth 1; undefined when that copy lacks the synced tip (the
+   * branch was rewritten since).
    */
   async claims(names: readonly string[]): Promise<Map<string, ClaimFacts> | undefined> {
     const reader = await this.claimsAtTip();
@@ -470,7 +471,8 @@ export class LockRepository {
       gitDir: `${this.options.workdir}-claims`,
     });
     await this.claimReader.refresh();
-    return this.claimReader.tip === this.synced() ? this.claimReader : undefined;
+    // Fetched at the remote tip, which holds the synced one unless the branch was rewritten.
+    return (await this.claimReader.pin(this.synced())) ? this.claimReader : undefined;
   }
 
   /** False too when `commit` is unknown here (not fetched yet, or never on this branch). */

@@ -299,10 +299,12 @@ Exit status: 0 done, 1 error, 128+N stopped by signal N.
 const SUBCOMMAND_HELP: Record<Subcommand, string> = {
   status: `usage: pool status [--json] [--wide] SOURCE
 
-Lists every lock of the pool with its state, who holds it and since when, then the waiting line.
+Lists every lock of the pool with its state, who holds it and since when (and its lease, when
+one of them has one), then the waiting line.
 The holder is short (team/pipeline/job #build) and rows fit 100 columns.
   --wide        the holder's full build URL, however long the rows get
   --json        an array of {name, state, holder, claimed_by, claimed_at, since} instead
+                (and lease_expires for a claim with a lease)
 
 ${SOURCE_HELP}
 `,
