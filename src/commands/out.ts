@@ -28,7 +28,7 @@ export async function runOut(ctx: CommandContext) {
     waitTimeoutMs: request.waitTimeoutMs,
     claimer: 'the put',
   });
-  return lockResponse(outcome.ref, outcome.name, source.pool);
+  return lockResponse(outcome.ref, outcome.name, source.pool, outcome.names);
 }
 
 /** Reads the step folder's `name` (and `metadata`) so the policy gets plain values. */
@@ -44,7 +44,32 @@ async function resolveOperation(operation: OutOperation, src: string): Promise<R
       ]);
     return { kind: operation.kind, name, metadata };
   }
+  if (operation.kind === 'release') {
+    // A `get` of a set's version wrote every lock of it to `names`: release them all.
+    const names = await readNames(folder);
+    if (names && names.length > 1) return { kind: 'release', name: names[0]!, names };
+  }
   return { kind: operation.kind, name };
+}
+
+/** The `names` file of a set's step folder (one lock a line), if the folder has one. */
+async function readNames(folder: StepFolder): Promise<string[] | undefined> {
+  const { field } = folder;
+  const bytes = await readStepFile(folder, 'names');
+  if (bytes === undefined) return undefined;
+  const names = bytes
+    .toString('utf8')
+    .split(/\r?\n/)
+    .map((line) => line.trim())
+    .filter((line) => line !== '');
+  for (const name of names) {
+    const problem = lockNameProblem(name);
+    if (problem)
+      throw new OperationError(`error reading ${field}: "names" lists a lock name ${problem}`);
+  }
+  if (new Set(names).size !== names.length)
+    throw new OperationError(`error reading ${field}: "names" lists a lock more than once`);
+  return names;
 }
 
 async function readName(folder: StepFolder): Promise<string> {

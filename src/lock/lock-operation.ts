@@ -3,8 +3,14 @@
 import type { Change, PoolState } from './pool-state.js';
 
 export type ResolvedOperation =
-  | { kind: 'acquire' }
-  | { kind: 'claim' | 'release' | 'remove' | 'check' | 'check_unclaimed'; name: string }
+  /** `count` distinct locks, all or none (default 1). */
+  | { kind: 'acquire'; count?: number }
+  /**
+   * `names`, when given, is the whole set (more than one lock, `name` its first): claimed all or
+   * none, released all in one push.
+   */
+  | { kind: 'claim' | 'release'; name: string; names?: readonly string[] }
+  | { kind: 'remove' | 'check' | 'check_unclaimed'; name: string }
   | { kind: 'add' | 'add_claimed' | 'update'; name: string; metadata: Buffer };
 
 /** One commit of a decision: the change it makes, its subject and its trailers. */
@@ -31,41 +37,20 @@ export function decide(
   poolName: string,
   random: () => number,
 ): Decision {
-  if (operation.kind === 'acquire') {
-    const free = freeLocks(pool);
-    if (free.length === 0) {
-      return {
-        kind: 'wait',
-        reason: `no unclaimed lock in pool "${poolName}" (${pool.claimed.size} claimed, 0 unclaimed)`,
-        wanted: [...pool.claimed].sort(),
-      };
-    }
-    const name = free[Math.min(free.length - 1, Math.floor(random() * free.length))]!;
-    return claimDecision(name);
-  }
+  if (operation.kind === 'acquire') return decideAcquire(operation.count, pool, poolName, random);
+  if ((operation.kind === 'claim' || operation.kind === 'release') && operation.names)
+    return decideSet(operation.kind, operation.names, pool, poolName);
 
   const { name } = operation;
-  const irregular =
-    pool.irregular.get(`claimed/${name}`) ?? pool.irregular.get(`unclaimed/${name}`);
-  if (irregular) {
-    return {
-      kind: 'fail',
-      message: `lock "${name}" in pool "${poolName}" is ${irregular}, not a lock file: fix the lock repository`,
-    };
-  }
+  const broken = brokenLock(name, pool, poolName);
+  if (broken) return broken;
   const claimed = pool.claimed.has(name);
   const unclaimed = pool.unclaimed.has(name);
-  if (claimed && unclaimed) {
-    return {
-      kind: 'fail',
-      message: `lock "${name}" is both claimed and unclaimed in pool "${poolName}": fix the lock repository`,
-    };
-  }
   const exists = claimed || unclaimed;
 
   switch (operation.kind) {
     case 'claim':
-      if (unclaimed) return claimDecision(name);
+      if (unclaimed) return claimSet([name]);
       return {
         kind: 'wait',
         reason: claimed
@@ -133,6 +118,115 @@ export function decide(
   }
 }
 
+/**
+ * `count` locks, chosen by `random` among the free ones, or a wait until that many are free. An
+ * acquire without a count waits on an empty pool, as the reference does (locks may be added);
+ * one that names a count the pool cannot reach fails at once.
+ */
+function decideAcquire(
+  asked: number | undefined,
+  pool: PoolState,
+  poolName: string,
+  random: () => number,
+): Decision {
+  const count = asked ?? 1;
+  const total = new Set([...pool.claimed, ...pool.unclaimed]).size;
+  if (asked !== undefined && count > total) {
+    return {
+      kind: 'fail',
+      message: `cannot acquire ${count} locks: pool "${poolName}" holds ${total} (claimed and unclaimed)`,
+    };
+  }
+  const free = freeLocks(pool);
+  if (free.length < count) {
+    const wanted =
+      count === 1 ? 'no unclaimed lock' : `${count} locks wanted, ${free.length} unclaimed`;
+    return {
+      kind: 'wait',
+      reason: `${wanted} in pool "${poolName}" (${pool.claimed.size} claimed, ${free.length} unclaimed)`,
+      wanted: [...pool.claimed].sort(),
+    };
+  }
+  const names: string[] = [];
+  const left = [...free];
+  while (names.length < count) {
+    const index = Math.min(left.length - 1, Math.floor(random() * left.length));
+    names.push(...left.splice(index, 1));
+  }
+  return claimSet(names);
+}
+
+/** Claims or releases every lock of a set in one push, or none of them. */
+function decideSet(
+  kind: 'claim' | 'release',
+  names: readonly string[],
+  pool: PoolState,
+  poolName: string,
+): Decision {
+  for (const name of names) {
+    const broken = brokenLock(name, pool, poolName);
+    if (broken) return broken;
+  }
+  if (kind === 'release') {
+    const notClaimedName = names.find((name) => !pool.claimed.has(name));
+    if (notClaimedName !== undefined)
+      return notClaimed(notClaimedName, poolName, pool.unclaimed.has(notClaimedName), 'release');
+    return {
+      kind: 'commit',
+      commits: names.map((name) => ({
+        name,
+        change: { kind: 'move', name, from: 'claimed', to: 'unclaimed' },
+        subject: `unclaiming: ${name}`,
+        claiming: false,
+      })),
+    };
+  }
+  const taken = names.filter((name) => pool.claimed.has(name));
+  const missing = names.filter((name) => !pool.claimed.has(name) && !pool.unclaimed.has(name));
+  if (taken.length === 0 && missing.length === 0) return claimSet(names);
+  const quoted = (list: readonly string[]) => list.map((name) => `"${name}"`).join(', ');
+  const reasons = [
+    ...(taken.length > 0 ? [`${quoted(taken)} claimed`] : []),
+    ...(missing.length > 0 ? [`${quoted(missing)} not in the pool`] : []),
+  ];
+  return {
+    kind: 'wait',
+    reason: `the set ${quoted(names)} in pool "${poolName}" is not all unclaimed (${reasons.join('; ')})`,
+    wanted: [...taken, ...missing],
+  };
+}
+
+/**
+ * One commit per lock, each touching one file so the reference's scripts read it as the claim
+ * of that lock; a set's commits say which set they belong to.
+ */
+function claimSet(names: readonly string[]): Decision {
+  const set: [string, string][] = names.length > 1 ? [['Claim-Set', names.join(', ')]] : [];
+  return {
+    kind: 'commit',
+    commits: names.map((name) => ({ ...claimStep(name), trailers: set })),
+  };
+}
+
+/** A failure when the lock's entries make it no lock at all (a directory, in both folders). */
+function brokenLock(name: string, pool: PoolState, poolName: string): Decision | undefined {
+  const irregular =
+    pool.irregular.get(`claimed/${name}`) ?? pool.irregular.get(`unclaimed/${name}`);
+  if (irregular) {
+    return {
+      kind: 'fail',
+      message: `lock "${name}" in pool "${poolName}" is ${irregular}, not a lock file: fix the lock repository`,
+    };
+  }
+  if (pool.claimed.has(name) && pool.unclaimed.has(name)) {
+    return {
+      kind: 'fail',
+      message: `lock "${name}" is both claimed and unclaimed in pool "${poolName}": fix the lock repository`,
+    };
+  }
+  return undefined;
+}
+
 /** The locks an acquire can take, sorted. */
 export function freeLocks(pool: PoolState): string[] {
   // A name that is also in claimed/ (a broken pool) cannot be moved there: `git mv` would fail
@@ -140,10 +234,6 @@ export function freeLocks(pool: PoolState): string[] {
   return [...pool.unclaimed]
     .filter((name) => !pool.claimed.has(name) && !pool.irregular.has(`claimed/${name}`))
     .sort();
-}
-
-function claimDecision(name: string): Decision {
-  return commitOne(claimStep(name));
 }
 
 /** The commit that takes one lock. */

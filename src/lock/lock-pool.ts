@@ -90,6 +90,7 @@ export class LockPool {
         retryDelayMs,
         token: lineToken,
         started,
+        count: operation.count,
         say: (message) => this.reporter.line(message),
       });
     }
@@ -124,7 +125,9 @@ export class LockPool {
     if (line) {
       const free = freeLocks(state);
       await line.observePool(tip, free);
-      if (free.length > 0) {
+      // Fewer free than this put takes: no turn to wait for yet (decide says what it waits for).
+      const count = operation.kind === 'acquire' ? (operation.count ?? 1) : 1;
+      if (free.length >= count) {
         const turn = await line.turn(tip);
         if (turn === 'wait') {
           // A lock freed for the put ahead is a passing state: near the front it comes and goes

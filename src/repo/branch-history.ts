@@ -151,6 +151,23 @@ export class BranchHistory {
     return count.trim() !== '0';
   }
 
+  /** The values of `key`'s trailers in `commit`'s message, in order. */
+  async trailers(commit: string, key: string): Promise<string[]> {
+    // %x01 first: the command prints even when the commit has no such trailer (see fetch).
+    const out = await this.run([
+      'show',
+      '--no-patch',
+      `--format=%x01%(trailers:key=${key},valueonly,separator=%x00)`,
+      commit,
+    ]);
+    return out
+      .replace(/^\x01/, '')
+      .replace(/\n$/, '')
+      .split('\0')
+      .map((value) => value.trim())
+      .filter((value) => value !== '');
+  }
+
   /** Writes a blob's bytes, exactly, to `target`. */
   async writeBlob(blob: string, target: string): Promise<void> {
     // unpack-file writes the blob to a temporary file in the repository and prints its name.

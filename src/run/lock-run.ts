@@ -76,18 +76,23 @@ export async function runLockOperation(
   const run = runReleasingAbandonedClaim(ctx, pool, source, build, options.claimer);
   ctx.log.info(startLine(operation, source.pool));
   const outcome = await run(operation);
-  ctx.log.info(doneLine(operation, outcome.name, outcome.ref));
+  ctx.log.info(doneLine(operation, outcome.names.join(', '), outcome.ref, outcome.names.length));
   return outcome;
 }
 
 function startLine(operation: ResolvedOperation, pool: string): string {
   switch (operation.kind) {
     case 'acquire':
-      return `acquiring lock on: ${pool}`;
+      return (operation.count ?? 1) > 1
+        ? `acquiring ${operation.count} locks on: ${pool}`
+        : `acquiring lock on: ${pool}`;
     case 'claim':
-      return `claiming lock: ${operation.name} on: ${pool}`;
-    case 'release':
-      return `releasing lock: ${operation.name} on: ${pool}`;
+    case 'release': {
+      const verb = operation.kind === 'claim' ? 'claiming' : 'releasing';
+      return operation.names
+        ? `${verb} locks: ${operation.names.join(', ')} on: ${pool}`
+        : `${verb} lock: ${operation.name} on: ${pool}`;
+    }
     case 'remove':
       return `removing lock: ${operation.name} on: ${pool}`;
     case 'add':
@@ -102,15 +107,16 @@ function startLine(operation: ResolvedOperation, pool: string): string {
   }
 }
 
-function doneLine(operation: ResolvedOperation, name: string, ref: string): string {
+function doneLine(operation: ResolvedOperation, name: string, ref: string, count: number): string {
   const at = `(commit ${ref.slice(0, 12)})`;
+  const lock = count > 1 ? 'locks' : 'lock';
   switch (operation.kind) {
     case 'acquire':
-      return `acquired! lock: ${name} ${at}`;
+      return `acquired! ${lock}: ${name} ${at}`;
     case 'claim':
-      return `claimed! lock: ${name} ${at}`;
+      return `claimed! ${lock}: ${name} ${at}`;
     case 'release':
-      return `released! lock: ${name} ${at}`;
+      return `released! ${lock}: ${name} ${at}`;
     case 'remove':
       return `removed! lock: ${name} ${at}`;
     case 'add':

@@ -1107,3 +1107,88 @@ describe('LockPool in a line with puts that are gone', () => {
     expect(Math.min(...plainClock.sleeps.slice(1))).toBeGreaterThanOrEqual(100);
   });
 });
+
+describe('LockPool taking several locks at once', () => {
+  it('pushes one commit per lock in one push, and holds them as one claim', async () => {
+    const store = new FakeStore([], ['lock-a', 'lock-b', 'lock-c']);
+    const { pool } = setup(store);
+    const outcome = await pool.run({ kind: 'acquire', count: 2 });
+    expect(outcome.names).toHaveLength(2);
+    expect(outcome).toEqual({ ref: 'c2', name: outcome.names[0], names: outcome.names });
+    expect(store.count('push')).toBe(1);
+    expect(store.messages).toEqual(outcome.names.map((name) => `claiming: ${name} [claiming]`));
+    expect([...store.remote.claimed].sort()).toEqual([...outcome.names].sort());
+    expect(pool.pendingClaims()).toEqual([
+      {
+        locks: outcome.names.map((name, index) => ({ name, commit: `c${index + 1}` })),
+        parent: 'c0',
+      },
+    ]);
+  });
+
+  it('holds none of them while it waits for the rest', async () => {
+    const store = new FakeStore(['lock-b'], ['lock-a']);
+    const { pool, clock } = setup(store);
+    clock.onSleep = (index) => {
+      expect(store.remote.claimed).toEqual(new Set(['lock-b']));
+      if (index === 1) store.otherMoves('lock-b', 'unclaimed');
+    };
+    const outcome = await pool.run({ kind: 'acquire', count: 2 });
+    expect(outcome.names.sort()).toEqual(['lock-a', 'lock-b']);
+    expect(store.count('commit')).toBe(2);
+  });
+
+  it('after a stop, the compensating release frees every lock of the set in one push', async () => {
+    const store = new FakeStore([], ['lock-a', 'lock-b']);
+    const { pool } = setup(store);
+    await pool.run({ kind: 'claim', name: 'lock-a', names: ['lock-a', 'lock-b'] });
+    const [claim] = pool.takePendingClaims();
+    const pushes = store.count('push');
+    const result = await releaseAbandonedClaim(
+      store,
+      claim!,
+      (name) => `unclaiming: ${name}`,
+      new AbortController().signal,
+      new FakeClock(),
+    );
+    expect(result).toBe('released');
+    expect(store.count('push')).toBe(pushes + 1);
+    expect(store.remote.unclaimed).toEqual(new Set(['lock-a', 'lock-b']));
+    expect(store.messages.slice(-2)).toEqual(['unclaiming: lock-a', 'unclaiming: lock-b']);
+  });
+
+  it('in line, a put for one waits behind a put for two until the two are served', async () => {
+    const store = new FakeStore([], ['lock-a', 'lock-b']);
+    store.line = [{ ...waiting('older'), count: 2 }];
+    const { pool, clock } = setup(store, { lineToken: 'me' });
+    clock.onSleep = (index) => {
+      // Both free locks stay untaken by this put until the older put takes them both.
+      expect(store.remote.claimed.size === 0 || store.line.length === 1).toBe(true);
+      if (index === 1) {
+        store.otherMoves('lock-a', 'claimed');
+        store.otherMoves('lock-b', 'claimed');
+        store.line = store.line.filter((entry) => entry.token !== 'older');
+      }
+      if (index === 3) store.otherMoves('lock-b', 'unclaimed');
+    };
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-b');
+    expect(clock.sleeps.length).toBeGreaterThanOrEqual(4);
+  });
+
+  it('in line, a put for two is served once two locks are free for it, and not before', async () => {
+    const store = new FakeStore(['lock-b'], ['lock-a']);
+    const { pool, clock } = setup(store, { lineToken: 'me' });
+    const waitingFor: (number | undefined)[] = [];
+    clock.onSleep = (index) => {
+      // Sleeps come only while it waits: it never holds lock-a alone meanwhile.
+      expect(store.remote.claimed).toEqual(new Set(['lock-b']));
+      waitingFor.push(store.line.find((entry) => entry.token === 'me')?.count);
+      if (index === 1) store.otherMoves('lock-b', 'unclaimed');
+    };
+    const outcome = await pool.run({ kind: 'acquire', count: 2 });
+    expect(outcome.names.sort()).toEqual(['lock-a', 'lock-b']);
+    // Its entry says how many it waits for, so the puts behind leave it both.
+    expect(waitingFor).toContain(2);
+    expect(store.line).toEqual([]);
+  });
+});

@@ -533,11 +533,44 @@ describe('out request', () => {
 
   it.each([
     [{ acquire: 'yes' }, 'invalid payload (acquire must be true or false)'],
-    [{ claim: 7 }, 'invalid payload (claim must be a lock name)'],
+    [{ claim: 7 }, 'invalid payload (claim must be a lock name or a list of them)'],
     [{ release: true }, 'invalid payload (release must be the name of a step folder)'],
     [{ add: ['a'] }, 'invalid payload (add must be the name of a step folder)'],
     [{ update: 'a\u0000b' }, 'invalid payload (update: step folder contains a NUL character)'],
   ])('names the param with the wrong type: %j', async (params, line) => {
+    expect(await problems(parseOutRequest, out(MINIMAL, params))).toEqual([line]);
+  });
+
+  it('takes count with acquire, and a list of names for claim', async () => {
+    expect(
+      (await parseOutRequest(out(MINIMAL, { acquire: true, count: 3 }))).request.operation,
+    ).toEqual({ kind: 'acquire', count: 3 });
+    expect((await parseOutRequest(out(MINIMAL, { claim: ['a', 'b'] }))).request.operation).toEqual({
+      kind: 'claim',
+      name: 'a',
+      names: ['a', 'b'],
+    });
+    // A list of one is a claim of that lock, as the reference's claim is.
+    expect((await parseOutRequest(out(MINIMAL, { claim: ['a'] }))).request.operation).toEqual({
+      kind: 'claim',
+      name: 'a',
+    });
+  });
+
+  it.each([
+    [{ acquire: true, count: 0 }, 'invalid payload (count must be a whole number from 1 to 100)'],
+    [{ acquire: true, count: 1.5 }, 'invalid payload (count must be a whole number from 1 to 100)'],
+    [{ acquire: true, count: '2' }, 'invalid payload (count must be a whole number from 1 to 100)'],
+    [{ acquire: true, count: 101 }, 'invalid payload (count must be a whole number from 1 to 100)'],
+    [{ claim: 'a', count: 2 }, 'invalid payload (count goes with acquire: true only)'],
+    [{ claim: [] }, 'invalid payload (claim must not be an empty list)'],
+    [{ claim: ['a', 'a'] }, 'invalid payload (claim lists "a" more than once)'],
+    [
+      { claim: ['a', '../b'] },
+      'invalid payload (claim: lock name "../b" contains a path separator)',
+    ],
+    [{ claim: ['a', 7] }, 'invalid payload (claim must be a lock name or a list of them)'],
+  ])('refuses a bad count or claim list: %j', async (params, line) => {
     expect(await problems(parseOutRequest, out(MINIMAL, params))).toEqual([line]);
   });
 
