@@ -153,15 +153,15 @@ export class BranchHistory {
 
   /** The values of `key`'s trailers in `commit`'s message, in order. */
   async trailers(commit: string, key: string): Promise<string[]> {
-    // %x01 first: the command prints even when the commit has no such trailer (see fetch).
+    // `=` first: the command prints even when the commit has no such trailer (see fetch).
     const out = await this.run([
       'show',
       '--no-patch',
-      `--format=%x01%(trailers:key=${key},valueonly,separator=%x00)`,
+      `--format==%(trailers:key=${key},valueonly,separator=%x00)`,
       commit,
     ]);
     return out
-      .replace(/^\x01/, '')
+      .slice(1)
       .replace(/\n$/, '')
       .split('\0')
       .map((value) => value.trim())
