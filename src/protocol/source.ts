@@ -48,6 +48,8 @@ export interface Source {
   checkLocks?: string[];
 }
 
+const EVENT_NAMES = POOL_EVENTS.join(', ');
+
 const PROXY_PORT_PROBLEM = 'invalid payload (https_tunnel.proxy_port must be a port number)';
 
 const SOURCE_SHAPE = {
@@ -163,8 +165,6 @@ const sourceSchema = z
     checkEvents: raw.check_events ?? [...POOL_EVENTS],
     checkLocks: raw.check_locks ?? undefined,
   }));
-
-const EVENT_NAMES = POOL_EVENTS.join(', ');
 
 /** `check_events`: a list of event names, each known (a misspelling is named with its fix). */
 function checkEvents() {
