@@ -199,7 +199,10 @@ export class BranchHistory {
     }
   }
 
-  /** `version` on the branch, deepening the window until it is inside; undefined when it is not there. */
+  /**
+   * `version` on the branch, deepening the window until it is inside; undefined when it is not
+   * there.
+   */
   async findOnBranch(version: string): Promise<string | undefined> {
     for (;;) {
       const found = await this.findInWindow(version);
@@ -207,7 +210,10 @@ export class BranchHistory {
     }
   }
 
-  /** The commits from `from` (inclusive, a commit on the branch) to the tip that `matches` lets through, oldest first. */
+  /**
+   * The commits from `from` (inclusive, a commit on the branch) to the tip that `matches` lets
+   * through, oldest first.
+   */
   matchingFrom(pool: string, matches: CommitTest, from: string): Promise<string[]> {
     return this.matchingAfter(pool, matches, ['--not', `${from}^@`]);
   }

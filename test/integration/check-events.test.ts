@@ -274,6 +274,37 @@ describe('a filtered check kept between runs', () => {
       await long.cleanup();
     }
   });
+  it('answers right after the branch was force-pushed past what it kept', async () => {
+    const rewritten = await createLockRepo({ pool: { unclaimed: ['a', 'b'] } });
+    try {
+      const tmp = await scratchDir('pool-check-tmp-');
+      const options = { at: rewritten, tmp };
+      const filter = { check_events: ['released'] };
+      const initial = await rewritten.tip();
+      const [, releaseA] = await appendCommits(rewritten.bare, rewritten.branch, [
+        claimCommit('pool', 'a'),
+        releaseCommit('pool', 'a'),
+      ]);
+      expect(succeeded(await check(filter, undefined, options))).toEqual([{ ref: releaseA }]);
+
+      await git(rewritten.bare, 'update-ref', `refs/heads/${rewritten.branch}`, initial);
+      const [, releaseB] = await appendCommits(rewritten.bare, rewritten.branch, [
+        claimCommit('pool', 'b'),
+        releaseCommit('pool', 'b'),
+        claimCommit('pool', 'a'),
+      ]);
+      expect(succeeded(await check(filter, releaseA, options))).toEqual([{ ref: releaseB }]);
+      expect(succeeded(await check(filter, undefined, options))).toEqual([{ ref: releaseB }]);
+      expect(succeeded(await check(filter, releaseB, options))).toEqual([{ ref: releaseB }]);
+
+      await git(rewritten.bare, 'update-ref', `refs/heads/${rewritten.branch}`, initial);
+      await appendCommits(rewritten.bare, rewritten.branch, [claimCommit('pool', 'b')]);
+      expect(succeeded(await check(filter, releaseB, options))).toEqual([]);
+      expect(succeeded(await check(filter, undefined, options))).toEqual([]);
+    } finally {
+      await rewritten.cleanup();
+    }
+  });
 });
 
 describe('the source fields', () => {
