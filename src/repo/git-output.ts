@@ -143,6 +143,52 @@ export function parseNameLog(out: string): { commit: string; paths: string[] }[]
 const RECORD = '\x1e';
 const FIELD = '\x1f';
 
+/**
+ * The `--format` that `parseChangeLog` reads (with `-z --no-renames --name-status`): the commit
+ * and its `Reclaimed-Token` trailer, which tells a reclaim from a release (SPEC §10).
+ */
+export const CHANGE_LOG_FORMAT = `${RECORD}%H%x00%(trailers:key=Reclaimed-Token,valueonly)`;
+
+/** One path a commit changed: `A` added, `D` deleted, `M` modified, `T` its type changed. */
+export interface PathChange {
+  status: string;
+  path: string;
+}
+
+/** What a commit in the change log did. */
+export interface ChangeLogRecord {
+  commit: string;
+  /** The commit carries a `Reclaimed-Token:` trailer. */
+  reclaim: boolean;
+  changes: PathChange[];
+}
+
+/**
+ * `git log -z --no-renames --name-status --format=CHANGE_LOG_FORMAT`: `<RS><id>\0<trailer>\0`,
+ * then (after a newline) `<status>\0<path>\0` per changed path. Read token by token, not split
+ * on separators: a path may hold any byte but NUL, while one under the pool never starts with
+ * RS nor is a lone capital letter.
+ */
+export function parseChangeLog(out: string): ChangeLogRecord[] {
+  const records: ChangeLogRecord[] = [];
+  const tokens = out.split('\0');
+  for (let i = 0; i < tokens.length; i++) {
+    const token = tokens[i]!.replace(/^\n/, '');
+    if (token.startsWith(RECORD)) {
+      const trailer = tokens[++i] ?? '';
+      records.push({ commit: token.slice(1).trim(), reclaim: trailer.trim() !== '', changes: [] });
+      continue;
+    }
+    const path = tokens[i + 1];
+    const record = records.at(-1);
+    if (record && /^[A-Z]$/.test(token) && path !== undefined) {
+      record.changes.push({ status: token, path });
+      i++;
+    }
+  }
+  return records;
+}
+
 /** The `--format` that `parseHolderLog` reads (with `-z --name-only`). */
 export const HOLDER_LOG_FORMAT = [
   `${RECORD}%H`,

@@ -132,6 +132,7 @@ describe('safety settings', () => {
       retryDelayMs: 100,
       skipSslVerification: false,
       gitTimeoutMs: 10_000,
+      checkEvents: [],
     };
     environment = await createGitEnvironment(src, { PATH: path });
     const get = async (key: string) =>

@@ -5,10 +5,12 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { GIT_TEST_ENV } from '../helpers/lock-repo.js';
 import {
+  CHANGE_LOG_FORMAT,
   HOLDER_LOG_FORMAT,
   fastImportCommit,
   lockAtPath,
   parseFetchHead,
+  parseChangeLog,
   parseHolderLog,
   parseLsRemote,
   parseMark,
@@ -278,5 +280,73 @@ describe('parseMark', () => {
     ['fatal: not a mark\n', undefined],
   ])('%j', (out, id) => {
     expect(parseMark(out)).toBe(id);
+  });
+});
+
+describe('parseChangeLog', () => {
+  // `git log -z --no-renames --name-status --format=CHANGE_LOG_FORMAT -- p/` (git 2.39.5) after
+  // init, claiming: a, renewing: a (empty), unclaiming: a (with the reclaim trailers), updating: a
+  // (and a new "sp ace"), removing: sp ace; then a merge (no diff) of a side branch adding b.
+  const CHANGE_LOG =
+    '\x1ea859d8a440cfb11660350a358e8db2603794ce90\0\0' +
+    '\x1efde747fd5bf4e63c8d26bef45fa33ce755f11bfc\0\0\nD\0p/unclaimed/sp ace\0' +
+    '\x1e17ce6bdb1685e69828e9365fa81e971d43b7d663\0\0\nA\0p/unclaimed/b\0' +
+    '\x1e382fe1e95f9ca438678f0ebf0d2c3d560d68be8b\0\0\nM\0p/unclaimed/a\0A\0p/unclaimed/sp ace\0' +
+    '\x1eee13979089b61c88d063e63d18b6228d6dd68b9f\0tok\n\0\nD\0p/claimed/a\0A\0p/unclaimed/a\0' +
+    '\x1e9ab74ffe7216edd271cd420e3750294a9d4e6f82\0\0\nA\0p/claimed/a\0D\0p/unclaimed/a\0' +
+    '\x1efbc64d1c20816f428d347f48b07c366e59790255\0\0\nA\0p/claimed/.gitkeep\0A\0p/unclaimed/.gitkeep\0A\0p/unclaimed/a\0';
+
+  it('gives each commit, newest first, with its changes and whether it reclaims', () => {
+    expect(CHANGE_LOG_FORMAT).toBe('\x1e%H%x00%(trailers:key=Reclaimed-Token,valueonly)');
+    const change = (status: string, path: string) => ({ status, path });
+    expect(parseChangeLog(CHANGE_LOG)).toEqual([
+      { commit: 'a859d8a440cfb11660350a358e8db2603794ce90', reclaim: false, changes: [] },
+      {
+        commit: 'fde747fd5bf4e63c8d26bef45fa33ce755f11bfc',
+        reclaim: false,
+        changes: [change('D', 'p/unclaimed/sp ace')],
+      },
+      {
+        commit: '17ce6bdb1685e69828e9365fa81e971d43b7d663',
+        reclaim: false,
+        changes: [change('A', 'p/unclaimed/b')],
+      },
+      {
+        commit: '382fe1e95f9ca438678f0ebf0d2c3d560d68be8b',
+        reclaim: false,
+        changes: [change('M', 'p/unclaimed/a'), change('A', 'p/unclaimed/sp ace')],
+      },
+      {
+        commit: 'ee13979089b61c88d063e63d18b6228d6dd68b9f',
+        reclaim: true,
+        changes: [change('D', 'p/claimed/a'), change('A', 'p/unclaimed/a')],
+      },
+      {
+        commit: '9ab74ffe7216edd271cd420e3750294a9d4e6f82',
+        reclaim: false,
+        changes: [change('A', 'p/claimed/a'), change('D', 'p/unclaimed/a')],
+      },
+      {
+        commit: 'fbc64d1c20816f428d347f48b07c366e59790255',
+        reclaim: false,
+        changes: [
+          change('A', 'p/claimed/.gitkeep'),
+          change('A', 'p/unclaimed/.gitkeep'),
+          change('A', 'p/unclaimed/a'),
+        ],
+      },
+    ]);
+  });
+
+  it('reads a path that looks like a status or holds a newline as a path', () => {
+    const out = '\x1e' + 'a'.repeat(40) + '\0\0\nA\0p/unclaimed/M\0A\0p/claimed/x\ny\0';
+    expect(parseChangeLog(out)[0]!.changes).toEqual([
+      { status: 'A', path: 'p/unclaimed/M' },
+      { status: 'A', path: 'p/claimed/x\ny' },
+    ]);
+  });
+
+  it('reads nothing from nothing', () => {
+    expect(parseChangeLog('')).toEqual([]);
   });
 });

@@ -105,6 +105,8 @@ describe('source', () => {
       skipSslVerification: true,
       knownHosts: KNOWN_HOSTS,
       gitTimeoutMs: 120_000,
+      checkEvents: ['claimed', 'released', 'reclaimed', 'added', 'removed', 'updated'],
+      checkLocks: undefined,
     });
   });
 
@@ -124,6 +126,8 @@ describe('source', () => {
       skipSslVerification: false,
       knownHosts: undefined,
       gitTimeoutMs: 300_000,
+      checkEvents: ['claimed', 'released', 'reclaimed', 'added', 'removed', 'updated'],
+      checkLocks: undefined,
     });
   });
 
@@ -395,6 +399,38 @@ describe('check request', () => {
     ]);
     expect(await problems(parseCheckRequest, { source: MINIMAL, version: { ref: 12 } })).toEqual([
       'invalid payload (version.ref must be a string)',
+    ]);
+  });
+
+  it('takes check_events and check_locks, once each and in the order given', async () => {
+    const { request, warnings } = await parseCheckRequest(
+      JSON.stringify({
+        source: {
+          ...MINIMAL,
+          check_events: ['released', 'reclaimed', 'released'],
+          check_locks: ['env-*', 'db'],
+        },
+      }),
+    );
+    expect(warnings).toEqual([]);
+    expect(request.source.checkEvents).toEqual(['released', 'reclaimed']);
+    expect(request.source.checkLocks).toEqual(['env-*', 'db']);
+  });
+
+  it('reports a bad check_events beside every other problem, one line each', async () => {
+    expect(
+      await problems(parseCheckRequest, {
+        source: { ...MINIMAL, branch: '', check_events: ['Released', 7], check_locks: 'x' },
+      }),
+    ).toEqual([
+      'invalid payload (missing branch)',
+      'invalid payload (check_events must be a list of events: claimed, released, reclaimed, added, removed, updated)',
+      'invalid payload (check_locks must be a list of lock names or globs such as "env-*")',
+    ]);
+    expect(
+      await problems(parseCheckRequest, { source: { ...MINIMAL, check_events: ['Released'] } }),
+    ).toEqual([
+      'invalid payload (check_events: unknown event "Released" (did you mean "released"?); the events are claimed, released, reclaimed, added, removed, updated)',
     ]);
   });
 });
