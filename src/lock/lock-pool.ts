@@ -171,18 +171,18 @@ export class LockPool {
     tip: string,
     line: LineMember | undefined,
   ): Promise<Attempt<Outcome>> {
-    const claimed: Claim[] = [];
-    let ref = tip;
-    for (const step of steps) {
-      await this.store.apply(step.change);
-      if (steps.length === 1 && !(await this.store.hasStagedChanges())) {
-        // An update with the metadata the lock already has: nothing to commit.
-        const ref = await this.store.lastCommitOf('unclaimed', step.name);
-        return { kind: 'done', value: { ref, name: step.name, names: [step.name] } };
-      }
-      ref = await this.store.commit(this.options.message(step));
-      if (step.claiming) claimed.push({ name: step.name, commit: ref });
+    for (const step of steps) await this.store.apply(step.change);
+    if (!(await this.store.hasStagedChanges())) {
+      // An update with the metadata the lock already has: nothing to commit.
+      const { name } = steps[0]!;
+      const ref = await this.store.lastCommitOf('unclaimed', name);
+      return { kind: 'done', value: { ref, name, names: [name] } };
     }
+    const refs = await this.store.commit(steps.map((step) => this.options.message(step)));
+    const ref = refs.at(-1)!;
+    const claimed: Claim[] = steps.flatMap((step, index) =>
+      step.claiming ? [{ name: step.name, commit: refs[index]! }] : [],
+    );
     // What the operation is about: the locks it takes, else every lock it changes.
     const names = unique(
       claimed.length > 0 ? claimed.map(({ name }) => name) : steps.map(({ name }) => name),

@@ -245,44 +245,69 @@ export function fastImportCommit(commit: {
   /** None: a commit with the tree of `from`. */
   change: FastImportChange | undefined;
 }): Buffer {
-  const { message, change } = commit;
-  const body = Buffer.from(message.endsWith('\n') ? message : `${message}\n`);
-  const parts: Buffer[] = [
-    Buffer.from(
-      `commit ${commit.ref}\nmark :1\n` +
-        `author ${commit.author} now\ncommitter ${commit.committer} now\n` +
-        `data ${body.length}\n`,
-    ),
-    body,
-    Buffer.from(`\nfrom ${commit.from}\n`),
-  ];
-  switch (change?.kind) {
-    case undefined:
-      break;
-    case 'rename':
-      parts.push(Buffer.from(`R ${quotePath(change.from)} ${quotePath(change.to)}\n`));
-      break;
-    case 'modify':
-      parts.push(
-        Buffer.from(
-          `M ${change.mode} inline ${quotePath(change.path)}\ndata ${change.content.length}\n`,
-        ),
-        change.content,
-        Buffer.from('\n'),
-      );
-      break;
-    case 'delete':
-      parts.push(Buffer.from(`D ${quotePath(change.path)}\n`));
-      break;
-  }
-  parts.push(Buffer.from('\nget-mark :1\ndone\n'));
+  const { message, change, ...rest } = commit;
+  return fastImportCommits({ ...rest, commits: [{ message, change }] });
+}
+
+/**
+ * Commits in a row, each on the one before (the first on `from`), in one fast-import stream that
+ * prints their ids in order (see parseMarks).
+ */
+export function fastImportCommits(batch: {
+  ref: string;
+  author: string;
+  committer: string;
+  from: string;
+  commits: readonly { message: string; change: FastImportChange | undefined }[];
+}): Buffer {
+  const parts: Buffer[] = [];
+  batch.commits.forEach(({ message, change }, index) => {
+    const body = Buffer.from(message.endsWith('\n') ? message : `${message}\n`);
+    const from = index === 0 ? batch.from : `:${index}`;
+    parts.push(
+      Buffer.from(
+        `commit ${batch.ref}\nmark :${index + 1}\n` +
+          `author ${batch.author} now\ncommitter ${batch.committer} now\n` +
+          `data ${body.length}\n`,
+      ),
+      body,
+      Buffer.from(`\nfrom ${from}\n`),
+    );
+    switch (change?.kind) {
+      case undefined:
+        break;
+      case 'rename':
+        parts.push(Buffer.from(`R ${quotePath(change.from)} ${quotePath(change.to)}\n`));
+        break;
+      case 'modify':
+        parts.push(
+          Buffer.from(
+            `M ${change.mode} inline ${quotePath(change.path)}\ndata ${change.content.length}\n`,
+          ),
+          change.content,
+          Buffer.from('\n'),
+        );
+        break;
+      case 'delete':
+        parts.push(Buffer.from(`D ${quotePath(change.path)}\n`));
+        break;
+    }
+    parts.push(Buffer.from('\n'));
+  });
+  const marks = batch.commits.map((_, index) => `get-mark :${index + 1}\n`).join('');
+  parts.push(Buffer.from(`${marks}done\n`));
   return Buffer.concat(parts);
 }
 
 /** The commit id fast-import printed for `get-mark` (its last line), or undefined. */
 export function parseMark(out: string): string | undefined {
-  const id = out.trim().split('\n').pop() ?? '';
-  return /^[0-9a-f]{40,64}$/.test(id) ? id : undefined;
+  return parseMarks(out, 1)?.[0];
+}
+
+/** The `count` commit ids fast-import printed last, in order; undefined when it printed fewer. */
+export function parseMarks(out: string, count: number): string[] | undefined {
+  const ids = out.trim().split('\n').slice(-count);
+  return ids.length === count && ids.every((id) => /^[0-9a-f]{40,64}$/.test(id)) ? ids : undefined;
 }
 
 /** A path as fast-import reads it: C-style quoted when it holds anything unusual. */

@@ -8,12 +8,14 @@ import {
   CHANGE_LOG_FORMAT,
   HOLDER_LOG_FORMAT,
   fastImportCommit,
+  fastImportCommits,
   lockAtPath,
   parseFetchHead,
   parseChangeLog,
   parseHolderLog,
   parseLsRemote,
   parseMark,
+  parseMarks,
   parseNameLog,
   parseShallow,
   parseTree,
@@ -267,6 +269,46 @@ describe('fastImportCommit', () => {
       expect(id).toMatch(/^[0-9a-f]{40}$/);
       expect(git(['ls-tree', '-r', '--name-only', '-z', id!])).toBe('p/claimed/tab\tx\0');
       expect(git(['log', '-1', '--format=%s%n%P', id!])).toBe(`claiming: tab\tx\n${base}\n`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('fastImportCommits', () => {
+  it('writes commits in a row in one stream, and parseMarks reads their ids in order', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fast-import-'));
+    try {
+      const git = (args: string[], input?: Buffer) =>
+        execFileSync('git', args, { cwd: dir, input, encoding: 'utf8', env: GIT_TEST_ENV });
+      git(['init', '--quiet', '--bare']);
+      const empty = git(['hash-object', '-t', 'tree', '-w', '--stdin'], Buffer.alloc(0)).trim();
+      const base = git(['commit-tree', empty, '-m', 'base']).trim();
+      const out = git(
+        ['fast-import', '--quiet', '--force', '--done', '--date-format=now'],
+        fastImportCommits({
+          ref: 'refs/pool-resource/attempt',
+          author: 'A U Thor <a@x>',
+          committer: 'C O Mitter <c@x>',
+          from: base,
+          commits: [
+            {
+              message: 'adding: a',
+              change: { kind: 'modify', mode: '100644', path: 'p/a', content: Buffer.from('a') },
+            },
+            { message: 'renewing: a', change: undefined },
+            { message: 'moving: a', change: { kind: 'rename', from: 'p/a', to: 'q/a' } },
+          ],
+        }),
+      );
+      const ids = parseMarks(out, 3);
+      expect(ids).toHaveLength(3);
+      expect(git(['log', '--format=%s %P', ids![2]!])).toBe(
+        `moving: a ${ids![1]}\nrenewing: a ${ids![0]}\nadding: a ${base}\nbase \n`,
+      );
+      expect(git(['ls-tree', '-r', '--name-only', ids![1]!])).toBe('p/a\n');
+      expect(git(['ls-tree', '-r', '--name-only', ids![2]!])).toBe('q/a\n');
+      expect(parseMarks(out, 4)).toBeUndefined();
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

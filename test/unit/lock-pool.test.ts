@@ -48,7 +48,8 @@ class FakeStore implements LockStore {
   remoteCommit = 'c0';
   private local: Snapshot;
   private localCommit = 'c0';
-  private staged: Change | undefined;
+  /** The changes staged for the next commit() (an update to the same bytes is ineffective). */
+  private staged: { change: Change; effective: boolean }[] = [];
   private commits = 0;
   readonly log: string[] = [];
   readonly messages: string[] = [];
@@ -110,7 +111,7 @@ class FakeStore implements LockStore {
     if (failure) throw failure;
     this.local = copy(this.remote);
     this.localCommit = this.remoteCommit;
-    this.staged = undefined;
+    this.staged = [];
     this.syncedEntries = [...this.line];
     return this.localCommit;
   }
@@ -160,35 +161,37 @@ class FakeStore implements LockStore {
       case 'move':
         set(change.from).delete(change.name);
         set(change.to).add(change.name);
-        this.staged = change;
-        return;
+        break;
       case 'write': {
         const unchanged =
           set(change.state).has(change.name) && change.content.toString() === 'same';
         set(change.state).add(change.name);
-        this.staged = unchanged ? undefined : change;
+        this.staged.push({ change, effective: !unchanged });
         return;
       }
       case 'delete':
         set(change.state).delete(change.name);
-        this.staged = change;
-        return;
+        break;
       case 'none':
-        this.staged = change;
-        return;
+        break;
     }
+    this.staged.push({ change, effective: true });
   }
 
   async hasStagedChanges(): Promise<boolean> {
-    return this.staged !== undefined;
+    return this.staged.some(({ effective }) => effective);
   }
 
-  async commit(message: string): Promise<string> {
-    this.localCommit = `c${++this.commits}`;
-    this.log.push(`commit ${this.localCommit}`);
-    this.messages.push(message);
-    if (this.staged) this.local.touchedBy.set(this.staged.name, this.localCommit);
-    return this.localCommit;
+  async commit(messages: readonly string[]): Promise<string[]> {
+    const ids = this.staged.map(({ change }, index) => {
+      this.localCommit = `c${++this.commits}`;
+      this.log.push(`commit ${this.localCommit}`);
+      this.messages.push(messages[index]!);
+      this.local.touchedBy.set(change.name, this.localCommit);
+      return this.localCommit;
+    });
+    this.staged = [];
+    return ids;
   }
 
   async push(_signal?: AbortSignal, leaving?: WaitingEntry): Promise<PushOutcome> {
@@ -688,7 +691,7 @@ describe('releaseAbandonedClaim', () => {
     const store = new FakeStore([], ['lock-a']);
     await store.sync();
     await store.apply({ kind: 'move', name: 'lock-a', from: 'unclaimed', to: 'claimed' });
-    const commit = await store.commit('claiming: lock-a');
+    const commit = (await store.commit(['claiming: lock-a']))[0]!;
     store.pushes = [{ late: new GitTimeoutError(['push'], 1_000) }];
     await expect(store.push()).rejects.toBeInstanceOf(GitTimeoutError);
     return {
