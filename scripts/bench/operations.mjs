@@ -1,6 +1,7 @@
 // @ts-check
-// The five operations (acquire, in, release, a cold and a warm check) per history size, timed in
-// rounds next to the plain-git floor, with their git connections and peak memory.
+// The operations (acquire, in, release, a cold and a warm check, and an acquire, get and release
+// of three locks at once) per history size, timed in rounds next to the plain-git floor, with
+// their git connections and peak memory.
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -38,10 +39,22 @@ export async function setupSize(
       release: [],
       checkCold: [],
       checkWarm: [],
+      acquireSet: [],
+      inSet: [],
+      releaseSet: [],
       floor: [],
       floorV0: [],
     },
-    perOp: { acquire: 0, in: 0, release: 0, checkCold: 0, checkWarm: 0 },
+    perOp: {
+      acquire: 0,
+      in: 0,
+      release: 0,
+      checkCold: 0,
+      checkWarm: 0,
+      acquireSet: 0,
+      inSet: 0,
+      releaseSet: 0,
+    },
   };
   const primed = await script('check', { source: sourceOf(size) }, { tmp: size.warmTmp });
   size.lastVersion = primed.result.at(-1);
@@ -80,7 +93,27 @@ export const OPERATIONS = {
     { source: sourceOf(size), version: size.lastVersion },
     { tmp: size.warmTmp },
   ],
+  // Three locks at once (count), their get into a step folder, and the release of all three:
+  // after the checks, which look at the single lock's cycle.
+  acquireSet: async (size, r) => [
+    'out',
+    { source: sourceOf(size), params: { acquire: true, count: SET_COUNT } },
+    { args: [r.src], tmp: r.tmp },
+  ],
+  inSet: async (size, r) => [
+    'in',
+    { source: sourceOf(size), version: r.acquireSet.result.version },
+    { args: [join(r.setBuild, 'set')], tmp: r.tmp },
+  ],
+  releaseSet: async (size, r) => [
+    'out',
+    { source: sourceOf(size), params: { release: 'set' } },
+    { args: [r.setBuild], tmp: r.tmp },
+  ],
 };
+
+/** How many locks the set operations take at once. */
+export const SET_COUNT = 3;
 
 /** The source for what is measured: a size's repository, over git daemon or SSH. */
 const sourceOf = (size) => source(size.url, '1s', size.sourceExtra);
@@ -89,7 +122,7 @@ const sourceOf = (size) => source(size.url, '1s', size.sourceExtra);
 export async function scratch(root) {
   const dir = await mkdtemp(join(root, 'run-'));
   const r = { root: dir };
-  for (const name of ['tmp', 'src', 'dest', 'cold']) {
+  for (const name of ['tmp', 'src', 'dest', 'cold', 'setBuild']) {
     r[name] = join(dir, name);
     await mkdir(r[name]);
   }

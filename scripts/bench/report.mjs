@@ -25,6 +25,9 @@ export function printTable(results, contentionResult, ssh) {
     ['check, cold', 'checkCold'],
     ['check, warm', 'checkWarm'],
     ['release', 'release'],
+    ['acquire of 3 (count)', 'acquireSet'],
+    ['in of 3', 'inSet'],
+    ['release of 3', 'releaseSet'],
     ['plain git (floor)', 'floor'],
     ['plain git, protocol v0', 'floorV0'],
   ];
@@ -45,9 +48,13 @@ export function printTable(results, contentionResult, ssh) {
     pad('acquire / v0 floor', 26) +
       results.map((r) => pad(ratio(r.medians.acquire, r.medians.floorV0), width)).join(''),
   );
+  lines.push(
+    pad('acquire of 3 / of 1', 26) +
+      results.map((r) => pad(ratio(r.medians.acquireSet, r.medians.acquire), width)).join(''),
+  );
   lines.push('');
   lines.push(pad('git connections per op', 26) + cols.map((c) => pad(c, width)).join(''));
-  for (const [label, key] of rows.slice(0, 5)) {
+  for (const [label, key] of rows.slice(0, 8)) {
     lines.push(
       pad(label, 26) + results.map((r) => pad(r.connections[key].toFixed(1), width)).join(''),
     );
@@ -59,7 +66,7 @@ export function printTable(results, contentionResult, ssh) {
     ]) {
       lines.push('');
       lines.push(pad(title, 26) + cols.map((c) => pad(c, width)).join('') + 'largest / smallest');
-      for (const [label, key] of rows.slice(0, 5)) {
+      for (const [label, key] of rows.slice(0, 8)) {
         lines.push(
           pad(label, 26) +
             results.map((r) => pad(r[field][key].toFixed(1), width)).join('') +
@@ -182,6 +189,13 @@ export function targets(results, c, ssh) {
         ratio <= floor.maxRatio,
       ]);
     }
+  }
+  for (const r of results) {
+    const ratio = r.medians.acquireSet / r.medians.acquire;
+    list.push([
+      `acquire of 3 locks within ${TARGETS.several.maxRatio}× of acquire of 1 at ${r.commits} commits: ${ratio.toFixed(2)}×`,
+      ratio <= TARGETS.several.maxRatio,
+    ]);
   }
   if (c) {
     list.push([

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { CommandContext } from '../run/context.js';
 import { BranchHistory } from '../repo/branch-history.js';
 import { ConfigurationError, OperationError } from '../base/errors.js';
+import { lockNameProblem } from '../base/lock-name.js';
 import { lockPath } from '../lock/pool-state.js';
 import { formatInstant } from '../repo/lock-holders.js';
 import { parseInRequest } from '../protocol/request.js';
@@ -57,16 +58,73 @@ export async function runIn(ctx: CommandContext) {
       `lock "${name}" in pool "${source.pool}" is not a regular file at ${lockCommit.slice(0, 12)}: fix the lock repository`,
     );
   }
+  const set = state === 'claimed' ? await claimedSet(history, lockCommit, source.pool) : undefined;
+  // For fencing (SPEC §10): a release or renew from this folder acts only on this claim.
+  const claim = state === 'claimed' ? await history.claimOf(lockCommit, name) : {};
+  if (set) {
+    await writeSet(history, dest, set);
+    await writeLease(dest, claim.leaseExpires);
+    ctx.log.info(
+      `fetched locks: ${set.locks.map(({ name }) => name).join(', ')} (claimed together) from pool: ${source.pool}`,
+    );
+    const names = set.locks.map(({ name }) => name);
+    return lockResponse(version, names[0]!, source.pool, names);
+  }
   await mkdir(dest, { recursive: true });
   await history.writeBlob(lock.blob, join(dest, 'metadata'));
   await writeFile(join(dest, 'name'), `${name}\n`);
-  if (state === 'claimed') {
-    // For fencing (SPEC §10): a release or renew from this folder acts only on this claim.
-    const claim = await history.claimOf(lockCommit, name);
-    if (claim.token) await writeFile(join(dest, 'claim_token'), `${claim.token}\n`);
-    if (claim.leaseExpires)
-      await writeFile(join(dest, 'lease_expires'), `${formatInstant(claim.leaseExpires)}\n`);
-  }
+  if (claim.token) await writeFile(join(dest, 'claim_token'), `${claim.token}\n`);
+  await writeLease(dest, claim.leaseExpires);
   ctx.log.info(`fetched lock: ${name} (${state}) from pool: ${source.pool}`);
   return lockResponse(version, name, source.pool);
+}
+
+/** `lease_expires`: when the claim's lease runs out, as last renewed (SPEC §10). */
+async function writeLease(dest: string, lease: Date | undefined): Promise<void> {
+  if (lease) await writeFile(join(dest, 'lease_expires'), `${formatInstant(lease)}\n`);
+}
+
+interface ClaimedSet {
+  token: string | undefined;
+  locks: { name: string; blob: string }[];
+}
+
+/**
+ * The locks claimed together with the one `commit` claimed (its `Claim-Set` trailer), as far as
+ * they are claimed at that commit: the put's version (the last commit of its push) has them all.
+ * Undefined for a claim of one lock. Fails, as for one lock, when any of them changed since.
+ */
+async function claimedSet(
+  history: BranchHistory,
+  commit: string,
+  pool: string,
+): Promise<ClaimedSet | undefined> {
+  const [set] = await history.trailers(commit, 'Claim-Set');
+  if (set === undefined) return undefined;
+  const names = set.split(',').map((name) => name.trim());
+  if (names.length < 2 || names.some((name) => lockNameProblem(name) !== undefined))
+    return undefined;
+  const locks: ClaimedSet['locks'] = [];
+  for (const name of names) {
+    const lock = await history.lockAt(commit, pool, name);
+    // Claimed by a later commit of the same push: not part of this version yet.
+    if (lock?.state !== 'claimed') continue;
+    if (!lock.regular || (await history.touchedSince(commit, lockPath(pool, 'claimed', name))))
+      throw new OperationError('error: lock instance is no longer acquired');
+    locks.push({ name, blob: lock.blob });
+  }
+  if (locks.length < 2) return undefined;
+  const [token] = await history.trailers(commit, 'Claim-Token');
+  return { token, locks };
+}
+
+/** `name` and `metadata` of the first lock, `names`, `locks/NAME` of each, and `claim_token`. */
+async function writeSet(history: BranchHistory, dest: string, set: ClaimedSet): Promise<void> {
+  const first = set.locks[0]!;
+  await mkdir(join(dest, 'locks'), { recursive: true });
+  for (const { name, blob } of set.locks) await history.writeBlob(blob, join(dest, 'locks', name));
+  await history.writeBlob(first.blob, join(dest, 'metadata'));
+  await writeFile(join(dest, 'name'), `${first.name}\n`);
+  await writeFile(join(dest, 'names'), set.locks.map(({ name }) => `${name}\n`).join(''));
+  if (set.token !== undefined) await writeFile(join(dest, 'claim_token'), `${set.token}\n`);
 }

@@ -30,14 +30,13 @@ export async function runOut(ctx: CommandContext) {
     leaseMs: request.leaseMs,
   });
   if (operation.kind === 'reap') return reapResponse(outcome.ref, outcome.names, source.pool);
-  return lockResponse(outcome.ref, outcome.name, source.pool);
+  return lockResponse(outcome.ref, outcome.name, source.pool, outcome.names);
 }
 
 /** Reads the step folder's `name` (and `metadata`) so the policy gets plain values. */
 async function resolveOperation(request: OutRequest, src: string): Promise<ResolvedOperation> {
   const { operation } = request;
-  if (operation.kind === 'acquire')
-    return { kind: 'acquire', reclaimExpired: request.reclaimExpired };
+  if (operation.kind === 'acquire') return { ...operation, reclaimExpired: request.reclaimExpired };
   if (operation.kind === 'reap' || operation.kind === 'claim') return operation;
   const folder = await stepFolder(src, operation.step, operation.kind);
   const name = await readName(folder);
@@ -51,10 +50,20 @@ async function resolveOperation(request: OutRequest, src: string): Promise<Resol
       return { kind: 'update', name, metadata, ...(await readToken(folder)) };
     return { kind: operation.kind, name, metadata };
   }
-  if (operation.kind === 'release') return { kind: 'release', name, ...(await readToken(folder)) };
+  if (operation.kind === 'release') {
+    const token = await readToken(folder);
+    // A `get` of a set's version wrote every lock of it to `names`: release them all.
+    const names = await readNames(folder);
+    if (names && names.length > 1) return { kind: 'release', name: names[0]!, names, ...token };
+    return { kind: 'release', name, ...token };
+  }
   // The request refuses a renew without a lease.
-  if (operation.kind === 'renew')
-    return { kind: 'renew', name, leaseMs: request.leaseMs!, ...(await readToken(folder)) };
+  if (operation.kind === 'renew') {
+    const token = await readToken(folder);
+    const names = await readNames(folder);
+    const set = names && names.length > 1 ? { name: names[0]!, names } : { name };
+    return { kind: 'renew', ...set, leaseMs: request.leaseMs!, ...token };
+  }
   return { kind: operation.kind, name };
 }
 
@@ -74,6 +83,26 @@ async function readToken(folder: StepFolder): Promise<{ token?: string }> {
       `error reading ${folder.field}: the "claim_token" file does not hold a claim token`,
     );
   return { token };
+}
+
+/** The `names` file of a set's step folder (one lock a line), if the folder has one. */
+async function readNames(folder: StepFolder): Promise<string[] | undefined> {
+  const { field } = folder;
+  const bytes = await readStepFile(folder, 'names');
+  if (bytes === undefined) return undefined;
+  const names = bytes
+    .toString('utf8')
+    .split(/\r?\n/)
+    .map((line) => line.trim())
+    .filter((line) => line !== '');
+  for (const name of names) {
+    const problem = lockNameProblem(name);
+    if (problem)
+      throw new OperationError(`error reading ${field}: "names" lists a lock name ${problem}`);
+  }
+  if (new Set(names).size !== names.length)
+    throw new OperationError(`error reading ${field}: "names" lists a lock more than once`);
+  return names;
 }
 
 async function readName(folder: StepFolder): Promise<string> {

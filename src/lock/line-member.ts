@@ -11,6 +11,7 @@ import {
   frontPollMs,
   goneAfterMs,
   goneAt,
+  lockDemand,
   pollMs,
   showLifeAfterMs,
   sightKey,
@@ -34,6 +35,8 @@ export interface LineMemberOptions {
   token: string;
   /** When the put started: its place in line. */
   started: number;
+  /** How many locks the put takes at once (default 1). */
+  count?: number;
   /** Says something about the line worth a line on stderr (refused, left behind, place). */
   say(message: string): void;
 }
@@ -86,8 +89,8 @@ export class LineMember {
     private readonly clock: Clock,
     private readonly options: LineMemberOptions,
   ) {
-    const { started, retryDelayMs, token } = options;
-    this.me = { since: started, retryDelayMs, token };
+    const { started, retryDelayMs, token, count } = options;
+    this.me = { since: started, retryDelayMs, token, ...(count && count > 1 ? { count } : {}) };
     this.movedAt = started;
   }
 
@@ -179,16 +182,16 @@ export class LineMember {
     let ahead = entriesAhead(present, this.me);
     const gone = this.goneAhead(ahead);
     // Taken out only when that serves this put: the puts ahead of them judge them for themselves.
-    if (gone.length > 0 && ahead.length - gone.length < this.free) {
+    if (gone.length > 0 && this.servedAfter(lockDemand(ahead) - lockDemand(gone))) {
       await this.takeOut(gone);
       ahead = ahead.filter((entry) => !gone.includes(entry));
     }
     this.ahead = ahead;
-    if (ahead.length < this.free) {
+    if (this.servedAfter(lockDemand(ahead))) {
       if (present.length === 0) return undefined;
       // The same spread for every put at this tip, a different one at the next.
       const offset = Number.parseInt(tip.slice(0, 8), 16) || 0;
-      return (ahead.length + offset) % this.free;
+      return (lockDemand(ahead) + offset) % this.free;
     }
     if (!(await this.takePlace(tip))) return undefined;
     await this.showLife(tip);
@@ -211,7 +214,8 @@ export class LineMember {
     for (;;) {
       await wait.report();
       const busy = this.clock.now() - this.movedAt < QUIET_AFTER_DELAYS * pollMs(retryDelayMs);
-      const front = busy && this.ahead !== undefined && this.ahead.length < this.free + FRONT_SPARE;
+      const front =
+        busy && this.ahead !== undefined && lockDemand(this.ahead) < this.free + FRONT_SPARE;
       const wake = earliest(this.wakeAt(), wait.wakeAt);
       let interval = front ? frontPollMs(retryDelayMs) : pollMs(retryDelayMs);
       if (wake !== undefined) interval = Math.min(interval, wake - this.clock.now());
@@ -249,7 +253,8 @@ export class LineMember {
       if (wake !== undefined && now >= wake) return presynced;
       if (remote !== tip) {
         // A branch gone (undefined) is the next sync's to report.
-        if (front || remote === undefined || this.ahead.length <= this.free) return presynced;
+        if (front || remote === undefined || this.servedAfter(lockDemand(this.ahead) - 1))
+          return presynced;
         // The tip moved, and for a whole poll nobody ahead has left the line: a lock may be free
         // that nobody ahead takes. When locks change hands all the time, a tip that stands
         // still would never come.
@@ -259,7 +264,7 @@ export class LineMember {
         continue;
       }
       this.unfetched = undefined;
-      if (this.ahead.length < this.free) return presynced;
+      if (this.servedAfter(lockDemand(this.ahead))) return presynced;
     }
   }
 
@@ -350,10 +355,25 @@ export class LineMember {
     const times: number[] = [];
     if (this.me.at === undefined || !stall.tips.has(this.me.at))
       times.push(stall.since + showLifeAfterMs(rd));
-    const deadlines = ahead.map((entry) => goneAt(entry, stall, rd)).sort((a, b) => a - b);
-    const needed = deadlines[ahead.length - this.free];
-    if (this.free > 0 && needed !== undefined) times.push(needed);
+    // The puts ahead whose grace ends first, as many as must go for the free locks to reach this
+    // one: when the last of them goes.
+    const byDeadline = ahead
+      .map((entry) => ({ entry, at: goneAt(entry, stall, rd) }))
+      .sort((a, b) => a.at - b.at);
+    let demand = lockDemand(ahead);
+    let needed: number | undefined;
+    for (const { entry, at } of byDeadline) {
+      if (this.servedAfter(demand)) break;
+      demand -= entry.count ?? 1;
+      needed = at;
+    }
+    if (this.free > 0 && needed !== undefined && this.servedAfter(demand)) times.push(needed);
     return times.length > 0 ? Math.min(...times) : undefined;
+  }
+
+  /** Whether the free locks serve this put once the puts ahead have taken `demand` of them. */
+  private servedAfter(demand: number): boolean {
+    return demand + (this.me.count ?? 1) <= this.free;
   }
 
   /** Joins the line unless in it; false when the remote refuses it (then no line this run). */

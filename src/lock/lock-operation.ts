@@ -10,14 +10,17 @@ import type { Change, ClaimFacts, PoolState, ReclaimFacts } from './pool-state.j
  * (`olderThanMs`: claims without a lease older than that too), or only lists them (`dryRun`).
  */
 export type ResolvedOperation =
-  | { kind: 'acquire'; reclaimExpired?: boolean }
-  | { kind: 'renew'; name: string; token?: string; leaseMs: number }
+  /** `count` distinct locks, all or none (default 1). */
+  | { kind: 'acquire'; count?: number; reclaimExpired?: boolean }
+  /** `names`: every lock of a set got together (SPEC §11), `name` its first: all renewed. */
+  | { kind: 'renew'; name: string; names?: readonly string[]; token?: string; leaseMs: number }
   | { kind: 'reap'; dryRun?: boolean; olderThanMs?: number }
-  | {
-      kind: 'claim' | 'release' | 'remove' | 'check' | 'check_unclaimed';
-      name: string;
-      token?: string;
-    }
+  /**
+   * `names`, when given, is the whole set (more than one lock, `name` its first): claimed all or
+   * none, released all in one push.
+   */
+  | { kind: 'claim' | 'release'; name: string; names?: readonly string[]; token?: string }
+  | { kind: 'remove' | 'check' | 'check_unclaimed'; name: string }
   | { kind: 'add' | 'add_claimed' | 'update'; name: string; metadata: Buffer; token?: string };
 
 /** One commit of a decision: the change it makes, its subject and its trailers. */
@@ -61,51 +64,26 @@ export function decide(
     };
   }
   if (operation.kind === 'acquire') {
-    const free = freeLocks(pool);
-    // When no lock is unclaimed, an expired one counts as free: reclaimed and claimed in one push.
-    const expired =
-      free.length === 0 && operation.reclaimExpired && leases ? expiredClaims(pool, leases) : [];
-    if (expired.length > 0) {
-      const reclaim = expired[Math.min(expired.length - 1, Math.floor(random() * expired.length))]!;
-      return {
-        kind: 'commit',
-        commits: [reclaimStep(reclaim, leases!.reclaimedBy), claimStep(reclaim.name)],
-        reclaimed: [reclaim],
-      };
-    }
-    if (free.length === 0) {
-      return {
-        kind: 'wait',
-        reason: `no unclaimed lock in pool "${poolName}" (${pool.claimed.size} claimed, 0 unclaimed)`,
-        wanted: [...pool.claimed].sort(),
-      };
-    }
-    const name = free[Math.min(free.length - 1, Math.floor(random() * free.length))]!;
-    return claimDecision(name);
+    // Fewer unclaimed locks than asked for: expired ones count as free (SPEC §10).
+    const reclaimable =
+      operation.reclaimExpired && leases && freeLocks(pool).length < (operation.count ?? 1)
+        ? expiredClaims(pool, leases)
+        : [];
+    return decideAcquire(operation.count, pool, poolName, random, reclaimable, leases?.reclaimedBy);
   }
+  if ((operation.kind === 'claim' || operation.kind === 'release') && operation.names)
+    return decideSet(operation.kind, operation.names, pool, poolName);
 
   const { name } = operation;
-  const irregular =
-    pool.irregular.get(`claimed/${name}`) ?? pool.irregular.get(`unclaimed/${name}`);
-  if (irregular) {
-    return {
-      kind: 'fail',
-      message: `lock "${name}" in pool "${poolName}" is ${irregular}, not a lock file: fix the lock repository`,
-    };
-  }
+  const broken = brokenLock(name, pool, poolName);
+  if (broken) return broken;
   const claimed = pool.claimed.has(name);
   const unclaimed = pool.unclaimed.has(name);
-  if (claimed && unclaimed) {
-    return {
-      kind: 'fail',
-      message: `lock "${name}" is both claimed and unclaimed in pool "${poolName}": fix the lock repository`,
-    };
-  }
   const exists = claimed || unclaimed;
 
   switch (operation.kind) {
     case 'claim':
-      if (unclaimed) return claimDecision(name);
+      if (unclaimed) return claimSet([name]);
       return {
         kind: 'wait',
         reason: claimed
@@ -114,7 +92,13 @@ export function decide(
         wanted: [name],
       };
     case 'renew': {
-      if (!claimed) return notClaimed(name, poolName, unclaimed, 'renew');
+      const names = operation.names ?? [name];
+      for (const each of names) {
+        const broken = brokenLock(each, pool, poolName);
+        if (broken) return broken;
+        if (!pool.claimed.has(each))
+          return notClaimed(each, poolName, pool.unclaimed.has(each), 'renew');
+      }
       const claim = leases?.claims.get(name);
       const token = operation.token ?? claim?.token;
       if (token === undefined || leases === undefined)
@@ -122,10 +106,12 @@ export function decide(
           kind: 'fail',
           message: `cannot renew lock "${name}": its claim has no Claim-Token (made by the reference or by hand), so no lease can name it`,
         };
+      const expires = new Date(leases.now + operation.leaseMs);
       return {
         kind: 'commit',
-        commits: [renewStep(name, token, new Date(leases.now + operation.leaseMs))],
-        answer: claim?.commit,
+        commits: names.map((each) => renewStep(each, token, expires)),
+        // A set's version is the last of its claiming commits.
+        answer: leases.claims.get(names.at(-1)!)?.commit,
       };
     }
     case 'release':
@@ -188,6 +174,134 @@ export function decide(
   }
 }
 
+/**
+ * `count` locks, chosen by `random` among the free ones, or a wait until that many are free. An
+ * acquire without a count waits on an empty pool, as the reference does (locks may be added);
+ * one that names a count the pool cannot reach fails at once.
+ */
+function decideAcquire(
+  asked: number | undefined,
+  pool: PoolState,
+  poolName: string,
+  random: () => number,
+  /** Expired claims that count as free (reclaim_expired), taken only for what is missing. */
+  reclaimable: readonly Reclaim[] = [],
+  reclaimedBy = 'unknown',
+): Decision {
+  const count = asked ?? 1;
+  const total = new Set([...pool.claimed, ...pool.unclaimed]).size;
+  if (asked !== undefined && count > total) {
+    return {
+      kind: 'fail',
+      message: `cannot acquire ${count} locks: pool "${poolName}" holds ${total} (claimed and unclaimed)`,
+    };
+  }
+  const free = freeLocks(pool);
+  if (free.length < count && free.length + reclaimable.length >= count) {
+    // The unclaimed ones first; then expired ones, each reclaimed in the same push as its claim.
+    const left = [...reclaimable];
+    const reclaimed: Reclaim[] = [];
+    while (free.length + reclaimed.length < count) {
+      const index = Math.min(left.length - 1, Math.floor(random() * left.length));
+      reclaimed.push(...left.splice(index, 1));
+    }
+    const set = claimSet([...free, ...reclaimed.map(({ name }) => name)]);
+    if (set.kind !== 'commit') return set;
+    return {
+      kind: 'commit',
+      commits: [...reclaimed.map((reclaim) => reclaimStep(reclaim, reclaimedBy)), ...set.commits],
+      reclaimed,
+    };
+  }
+  if (free.length < count) {
+    const wanted =
+      count === 1 ? 'no unclaimed lock' : `${count} locks wanted, ${free.length} unclaimed`;
+    return {
+      kind: 'wait',
+      reason: `${wanted} in pool "${poolName}" (${pool.claimed.size} claimed, ${free.length} unclaimed)`,
+      wanted: [...pool.claimed].sort(),
+    };
+  }
+  const names: string[] = [];
+  const left = [...free];
+  while (names.length < count) {
+    const index = Math.min(left.length - 1, Math.floor(random() * left.length));
+    names.push(...left.splice(index, 1));
+  }
+  return claimSet(names);
+}
+
+/** Claims or releases every lock of a set in one push, or none of them. */
+function decideSet(
+  kind: 'claim' | 'release',
+  names: readonly string[],
+  pool: PoolState,
+  poolName: string,
+): Decision {
+  for (const name of names) {
+    const broken = brokenLock(name, pool, poolName);
+    if (broken) return broken;
+  }
+  if (kind === 'release') {
+    const notClaimedName = names.find((name) => !pool.claimed.has(name));
+    if (notClaimedName !== undefined)
+      return notClaimed(notClaimedName, poolName, pool.unclaimed.has(notClaimedName), 'release');
+    return {
+      kind: 'commit',
+      commits: names.map((name) => ({
+        name,
+        change: { kind: 'move', name, from: 'claimed', to: 'unclaimed' },
+        subject: `unclaiming: ${name}`,
+        claiming: false,
+      })),
+    };
+  }
+  const taken = names.filter((name) => pool.claimed.has(name));
+  const missing = names.filter((name) => !pool.claimed.has(name) && !pool.unclaimed.has(name));
+  if (taken.length === 0 && missing.length === 0) return claimSet(names);
+  const quoted = (list: readonly string[]) => list.map((name) => `"${name}"`).join(', ');
+  const reasons = [
+    ...(taken.length > 0 ? [`${quoted(taken)} claimed`] : []),
+    ...(missing.length > 0 ? [`${quoted(missing)} not in the pool`] : []),
+  ];
+  return {
+    kind: 'wait',
+    reason: `the set ${quoted(names)} in pool "${poolName}" is not all unclaimed (${reasons.join('; ')})`,
+    wanted: [...taken, ...missing],
+  };
+}
+
+/**
+ * One commit per lock, each touching one file so the reference's scripts read it as the claim
+ * of that lock; a set's commits say which set they belong to.
+ */
+function claimSet(names: readonly string[]): Decision {
+  const set: [string, string][] = names.length > 1 ? [['Claim-Set', names.join(', ')]] : [];
+  return {
+    kind: 'commit',
+    commits: names.map((name) => ({ ...claimStep(name), trailers: set })),
+  };
+}
+
+/** A failure when the lock's entries make it no lock at all (a directory, in both folders). */
+function brokenLock(name: string, pool: PoolState, poolName: string): Decision | undefined {
+  const irregular =
+    pool.irregular.get(`claimed/${name}`) ?? pool.irregular.get(`unclaimed/${name}`);
+  if (irregular) {
+    return {
+      kind: 'fail',
+      message: `lock "${name}" in pool "${poolName}" is ${irregular}, not a lock file: fix the lock repository`,
+    };
+  }
+  if (pool.claimed.has(name) && pool.unclaimed.has(name)) {
+    return {
+      kind: 'fail',
+      message: `lock "${name}" is both claimed and unclaimed in pool "${poolName}": fix the lock repository`,
+    };
+  }
+  return undefined;
+}
+
 /** The locks an acquire can take, sorted. */
 export function freeLocks(pool: PoolState): string[] {
   // A name that is also in claimed/ (a broken pool) cannot be moved there: `git mv` would fail
@@ -195,10 +309,6 @@ export function freeLocks(pool: PoolState): string[] {
   return [...pool.unclaimed]
     .filter((name) => !pool.claimed.has(name) && !pool.irregular.has(`claimed/${name}`))
     .sort();
-}
-
-function claimDecision(name: string): Decision {
-  return commitOne(claimStep(name));
 }
 
 /** The commit that takes one lock. */

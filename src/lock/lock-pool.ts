@@ -107,6 +107,7 @@ export class LockPool {
         retryDelayMs,
         token: lineToken,
         started,
+        count: operation.count,
         say: (message) => this.reporter.line(message),
       });
     }
@@ -147,13 +148,18 @@ export class LockPool {
     let pick = () => this.clock.random();
     if (line) {
       // An expired lock counts as free for an acquire that may reclaim it, in line as out of it.
+      const count = operation.kind === 'acquire' ? (operation.count ?? 1) : 1;
       const unclaimed = freeLocks(state);
       const free =
-        unclaimed.length === 0 && leases && operation.kind === 'acquire' && operation.reclaimExpired
-          ? expiredClaims(state, leases).map(({ name }) => name)
+        unclaimed.length < count &&
+        leases &&
+        operation.kind === 'acquire' &&
+        operation.reclaimExpired
+          ? [...unclaimed, ...expiredClaims(state, leases).map(({ name }) => name)]
           : unclaimed;
       await line.observePool(tip, free);
-      if (free.length > 0) {
+      // Fewer free than this put takes: no turn to wait for yet (decide says what it waits for).
+      if (free.length >= count) {
         const turn = await line.turn(tip);
         if (turn === 'wait') {
           // A lock freed for the put ahead is a passing state: near the front it comes and goes
@@ -209,11 +215,11 @@ export class LockPool {
   ): Promise<Leases | 'moved' | undefined> {
     let names: string[];
     if (operation.kind === 'reap') names = [...state.claimed];
-    else if (operation.kind === 'renew') names = [operation.name];
+    else if (operation.kind === 'renew') names = [...(operation.names ?? [operation.name])];
     else if (
       operation.kind === 'acquire' &&
       operation.reclaimExpired &&
-      freeLocks(state).length === 0
+      freeLocks(state).length < (operation.count ?? 1)
     )
       names = [...state.claimed];
     else return undefined;
@@ -238,17 +244,23 @@ export class LockPool {
     state: PoolState,
   ): Promise<string | 'moved' | undefined> {
     if (!('token' in operation) || operation.token === undefined) return undefined;
-    const { name, token } = operation;
-    if (!state.claimed.has(name)) {
-      if (operation.kind === 'update') return undefined;
+    const { token } = operation;
+    const names = 'names' in operation && operation.names ? operation.names : [operation.name];
+    const claimed = names.filter((name) => state.claimed.has(name));
+    for (const name of names) {
+      if (claimed.includes(name) || operation.kind === 'update') continue;
       const reclaim = await this.store.reclaimOf(name, token);
-      return reclaim ? noLongerHeld(name, reclaim) : undefined;
+      if (reclaim) return noLongerHeld(name, reclaim);
     }
-    const claims = await this.store.claims([name]);
+    if (claimed.length === 0) return undefined;
+    const claims = await this.store.claims(claimed);
     if (!claims) return 'moved';
-    const claim = claims.get(name);
-    if (claim?.token === token) return undefined;
-    return noLongerHeld(name, await this.store.reclaimOf(name, token), claim);
+    for (const name of claimed) {
+      const claim = claims.get(name);
+      if (claim?.token !== token)
+        return noLongerHeld(name, await this.store.reclaimOf(name, token), claim);
+    }
+    return undefined;
   }
 
   /**
@@ -260,18 +272,18 @@ export class LockPool {
     tip: string,
     line: LineMember | undefined,
   ): Promise<Attempt<Outcome>> {
-    const claimed: Claim[] = [];
-    let ref = tip;
-    for (const step of steps) {
-      await this.store.apply(step.change);
-      if (steps.length === 1 && !(await this.store.hasStagedChanges())) {
-        // An update with the metadata the lock already has: nothing to commit.
-        const ref = await this.store.lastCommitOf('unclaimed', step.name);
-        return { kind: 'done', value: { ref, name: step.name, names: [step.name] } };
-      }
-      ref = await this.store.commit(this.options.message(step));
-      if (step.claiming) claimed.push({ name: step.name, commit: ref });
+    for (const step of steps) await this.store.apply(step.change);
+    if (!(await this.store.hasStagedChanges())) {
+      // An update with the metadata the lock already has: nothing to commit.
+      const { name } = steps[0]!;
+      const ref = await this.store.lastCommitOf('unclaimed', name);
+      return { kind: 'done', value: { ref, name, names: [name] } };
     }
+    const refs = await this.store.commit(steps.map((step) => this.options.message(step)));
+    const ref = refs.at(-1)!;
+    const claimed: Claim[] = steps.flatMap((step, index) =>
+      step.claiming ? [{ name: step.name, commit: refs[index]! }] : [],
+    );
     // What the operation is about: the locks it takes, else every lock it changes.
     const names = unique(
       claimed.length > 0 ? claimed.map(({ name }) => name) : steps.map(({ name }) => name),

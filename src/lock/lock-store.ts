@@ -27,9 +27,15 @@ export interface LockStore {
   /** Takes entries out of the line: this put's own, or those of puts that are gone. */
   leave(entries: readonly WaitingEntry[], signal?: AbortSignal): Promise<void>;
   pool(): Promise<PoolState>;
+  /** Stages a change for a commit of its own. */
   apply(change: Change): Promise<void>;
+  /** Whether a staged change changes anything. */
   hasStagedChanges(): Promise<boolean>;
-  commit(message: string): Promise<string>;
+  /**
+   * Commits the staged changes, one commit each with the message of the same place, in a row;
+   * returns their ids. The next push sends them all.
+   */
+  commit(messages: readonly string[]): Promise<string[]>;
   /**
    * `signal` replaces the store's own cancellation for this push (see base/stop-budget.ts, PUSH_GRACE_MS); `leaving`
    * takes that entry out of the line in the same, atomic, push.

@@ -131,10 +131,9 @@ export async function releaseAbandonedClaim(
       }
       continue;
     }
-    for (const { name } of held) {
+    for (const { name } of held)
       await store.apply({ kind: 'move', name, from: 'claimed', to: 'unclaimed' });
-      await store.commit(message(name));
-    }
+    await store.commit(held.map(({ name }) => message(name)));
     if ((await store.push()) === 'pushed') return 'released';
   }
 }

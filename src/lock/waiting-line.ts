@@ -16,6 +16,8 @@ export interface WaitingEntry {
   retryDelayMs: number;
   /** Tells puts that started in the same millisecond apart; the put's claim token. */
   token: string;
+  /** How many locks the put waits for, when more than one (`count`). */
+  count?: number;
   /**
    * The commit the entry's ref points at: the branch tip its put last saw when it joined or
    * showed it was alive (see Stall), as read from the remote.
@@ -31,15 +33,29 @@ export function linePrefix(branch: string, pool: string): string {
 }
 
 export function entryRef(prefix: string, entry: WaitingEntry): string {
-  return `${prefix}${entry.since}-${entry.retryDelayMs}-${entry.token}`;
+  const count = (entry.count ?? 1) > 1 ? `-${entry.count}` : '';
+  return `${prefix}${entry.since}-${entry.retryDelayMs}-${entry.token}${count}`;
 }
 
 /** The entry a ref under `prefix` names; undefined for anything else found there. */
 export function parseEntryRef(prefix: string, ref: string): WaitingEntry | undefined {
   if (!ref.startsWith(prefix)) return undefined;
-  const match = /^(\d{1,15})-(\d{1,15})-([0-9a-z]{1,64})$/.exec(ref.slice(prefix.length));
+  const match = /^(\d{1,15})-(\d{1,15})-([0-9a-z]{1,64})(?:-([1-9]\d{0,3}))?$/.exec(
+    ref.slice(prefix.length),
+  );
   if (!match) return undefined;
-  return { since: Number(match[1]), retryDelayMs: Number(match[2]), token: match[3]! };
+  const entry: WaitingEntry = {
+    since: Number(match[1]),
+    retryDelayMs: Number(match[2]),
+    token: match[3]!,
+  };
+  if (match[4] !== undefined && Number(match[4]) > 1) entry.count = Number(match[4]);
+  return entry;
+}
+
+/** How many locks these entries wait for, together. */
+export function lockDemand(entries: readonly WaitingEntry[]): number {
+  return entries.reduce((sum, entry) => sum + (entry.count ?? 1), 0);
 }
 
 /** Earlier first; the token breaks ties, so every put sees the same order. */

@@ -20,10 +20,14 @@ export type StepOperationKind =
   'release' | 'add' | 'add_claimed' | 'remove' | 'update' | 'check' | 'check_unclaimed' | 'renew';
 
 export type OutOperation =
-  | { kind: 'acquire' }
+  | { kind: 'acquire'; count?: number }
   | { kind: 'reap' }
-  | { kind: 'claim'; name: string }
+  /** `names`: every lock of a `claim` list (more than one), `name` its first. */
+  | { kind: 'claim'; name: string; names?: string[] }
   | { kind: StepOperationKind; step: string };
+
+/** The most locks one put takes at once: more is a typo, and each is a commit of one push. */
+export const MAX_COUNT = 100;
 
 export interface CheckRequest {
   source: Source;
@@ -124,9 +128,26 @@ const stepParam = (field: string) =>
 const outParamsShape = {
   acquire: z.boolean({ error: 'invalid payload (acquire must be true or false)' }).nullish(),
   claim: z
-    .string({ error: 'invalid payload (claim must be a lock name)' })
+    .union(
+      [
+        z.string(),
+        z
+          .array(z.string(), {
+            error: 'invalid payload (claim must be a lock name or a list of them)',
+          })
+          .min(1, 'invalid payload (claim must not be an empty list)')
+          .max(MAX_COUNT, `invalid payload (claim lists more than ${MAX_COUNT} locks)`),
+      ],
+      { error: 'invalid payload (claim must be a lock name or a list of them)' },
+    )
     .nullish()
     .transform((value) => (value === '' || value === null ? undefined : value)),
+  count: z
+    .number({ error: `invalid payload (count must be a whole number from 1 to ${MAX_COUNT})` })
+    .int(`invalid payload (count must be a whole number from 1 to ${MAX_COUNT})`)
+    .min(1, `invalid payload (count must be a whole number from 1 to ${MAX_COUNT})`)
+    .max(MAX_COUNT, `invalid payload (count must be a whole number from 1 to ${MAX_COUNT})`)
+    .nullish(),
   release: stepParam('release'),
   add: stepParam('add'),
   add_claimed: stepParam('add_claimed'),
@@ -258,6 +279,8 @@ export async function parseOutRequest(text: string): Promise<Parsed<OutRequest>>
     const chosen = OPERATION_KEYS.filter((key) =>
       key === 'acquire' || key === 'reap' ? params[key] === true : params[key] !== undefined,
     );
+    if (params.count != null && !chosen.every((key) => key === 'acquire'))
+      problems.push('invalid payload (count goes with acquire: true only)');
     if (chosen.length === 0) problems.push(MISSING_OPERATION);
     else if (chosen.length > 1 && chosen.includes('reap')) {
       problems.push(
@@ -313,15 +336,27 @@ function toOperation(
   params: Partial<OutParams>,
   problems: string[],
 ): OutOperation | undefined {
-  if (key === 'acquire' || key === 'reap') return { kind: key };
+  if (key === 'reap') return { kind: 'reap' };
+  if (key === 'acquire')
+    return params.count == null ? { kind: 'acquire' } : { kind: 'acquire', count: params.count };
   if (key === 'claim') {
-    const name = params.claim!;
-    const problem = lockNameProblem(name);
-    if (problem) {
-      problems.push(`invalid payload (claim: lock name ${problem})`);
+    const claim = params.claim!;
+    const names = typeof claim === 'string' ? [claim] : claim;
+    for (const name of names) {
+      const problem = lockNameProblem(name);
+      if (problem) {
+        problems.push(`invalid payload (claim: lock name ${problem})`);
+        return undefined;
+      }
+    }
+    const repeated = names.find((name, index) => names.indexOf(name) !== index);
+    if (repeated !== undefined) {
+      problems.push(`invalid payload (claim lists "${printable(repeated)}" more than once)`);
       return undefined;
     }
-    return { kind: 'claim', name };
+    return names.length === 1
+      ? { kind: 'claim', name: names[0]! }
+      : { kind: 'claim', name: names[0]!, names };
   }
   const step = params[key]!;
   // eslint-disable-next-line no-control-regex

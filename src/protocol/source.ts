@@ -2,9 +2,11 @@
 // (durations in milliseconds, credentials moved out of the URI), every problem named at once.
 import * as z from 'zod';
 import { poolNameProblem, printable } from '../base/lock-name.js';
+import { POOL_EVENTS, type PoolEvent } from '../base/pool-event.js';
 import { decodeUserinfo, displayUri, uriCredentials } from '../base/logger.js';
 import { parseKnownHosts } from '../transport/known-hosts.js';
 import type { HttpsTunnel } from '../transport/ssh-config.js';
+import { suggestField } from './field-suggestion.js';
 import { gitConfigKeyProblem } from './git-config-keys.js';
 import {
   duration,
@@ -44,6 +46,10 @@ export interface Source {
   skipSslVerification: boolean;
   knownHosts?: string;
   gitTimeoutMs: number;
+  /** The kinds of commit `check` reports (every kind by default). */
+  checkEvents: PoolEvent[];
+  /** Globs on the lock names whose commits `check` reports; undefined for every lock. */
+  checkLocks?: string[];
   /** The lease of every claim made through this resource (SPEC §10); none when unset. */
   leaseMs?: number;
   /** How long after its lease a claim still counts as held. */
@@ -51,6 +57,8 @@ export interface Source {
   /** An acquire that finds no unclaimed lock may take an expired one. */
   reclaimExpired: boolean;
 }
+
+const EVENT_NAMES = POOL_EVENTS.join(', ');
 
 const PROXY_PORT_PROBLEM = 'invalid payload (https_tunnel.proxy_port must be a port number)';
 
@@ -137,6 +145,8 @@ const SOURCE_SHAPE = {
   skip_ssl_verification: optionalBoolean('skip_ssl_verification'),
   known_hosts: optionalString('known_hosts'),
   git_timeout: duration('git_timeout', { allowZero: false }).nullish(),
+  check_events: checkEvents(),
+  check_locks: checkLocks(),
   lease: leaseDuration('lease', { allowZero: false }).nullish(),
   // Zero is a choice: clocks known to agree need no room.
   lease_grace: leaseDuration('lease_grace', { allowZero: true }).nullish(),
@@ -166,10 +176,50 @@ const sourceSchema = z
     skipSslVerification: raw.skip_ssl_verification,
     knownHosts: raw.known_hosts,
     gitTimeoutMs: raw.git_timeout ?? DEFAULT_GIT_TIMEOUT_MS,
+    checkEvents: raw.check_events ?? [...POOL_EVENTS],
+    checkLocks: raw.check_locks ?? undefined,
     leaseMs: raw.lease ?? undefined,
     leaseGraceMs: raw.lease_grace ?? DEFAULT_LEASE_GRACE_MS,
     reclaimExpired: raw.reclaim_expired,
   }));
+
+/** `check_events`: a list of event names, each known (a misspelling is named with its fix). */
+function checkEvents() {
+  const shape = `invalid payload (check_events must be a list of events: ${EVENT_NAMES})`;
+  return z
+    .array(z.string({ error: shape }), { error: shape })
+    .min(1, `invalid payload (check_events must name at least one event: ${EVENT_NAMES})`)
+    .nullish()
+    .superRefine((names, ctx) => {
+      const unknown = (names ?? []).filter((name) => !isPoolEvent(name));
+      if (unknown.length === 0) return;
+      // A screenful at most, however long the list.
+      const named = unknown.slice(0, 5).map((name) => {
+        const suggestion = suggestField(name, POOL_EVENTS);
+        const hint = suggestion === undefined ? '' : ` (did you mean "${suggestion}"?)`;
+        return `"${printable(name)}"${hint}`;
+      });
+      ctx.addIssue({
+        code: 'custom',
+        message: `invalid payload (check_events: unknown event${unknown.length > 1 ? 's' : ''} ${named.join(', ')}${unknown.length > 5 ? ', …' : ''}; the events are ${EVENT_NAMES})`,
+      });
+    })
+    .transform((names) => (names ? [...new Set(names.filter(isPoolEvent))] : undefined));
+}
+
+function isPoolEvent(name: string): name is PoolEvent {
+  return (POOL_EVENTS as readonly string[]).includes(name);
+}
+
+/** `check_locks`: a list of globs on lock names (`*` and `?`). */
+function checkLocks() {
+  const shape =
+    'invalid payload (check_locks must be a list of lock names or globs such as "env-*")';
+  return z
+    .array(z.string({ error: shape }).min(1, shape), { error: shape })
+    .min(1, 'invalid payload (check_locks must name at least one lock or glob such as "env-*")')
+    .nullish();
+}
 
 /**
  * Credentials written into an HTTP(S) URI move out of it: git never sees them in its argv (any

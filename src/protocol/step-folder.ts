@@ -61,7 +61,7 @@ export async function stepFolder(src: string, step: string, field: string): Prom
  */
 export async function readStepFile(
   folder: StepFolder,
-  file: 'name' | 'metadata' | 'claim_token',
+  file: 'name' | 'metadata' | 'names' | 'claim_token',
 ): Promise<Buffer | undefined> {
   const path = join(folder.path, file);
   const failure = (why: string) =>

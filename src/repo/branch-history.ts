@@ -9,11 +9,14 @@ import type { Git } from '../git/git.js';
 import { lockPath, type LockState } from '../lock/pool-state.js';
 import { BranchCopy } from './branch-copy.js';
 import {
+  CHANGE_LOG_FORMAT,
   isRegularFile,
   lockAtPath,
+  parseChangeLog,
   parseHolderLog,
   parseNameLog,
   parseTree,
+  type ChangeLogRecord,
 } from './git-output.js';
 import { claimFromTrailers, renewalLogArgs, renewedLeases } from './lock-holders.js';
 
@@ -25,6 +28,9 @@ export interface LockAtCommit {
   commit: string;
   name: string;
 }
+
+/** Which of the pool's commits a filtered `check` reports (see pool-events.ts). */
+export type CommitTest = (record: ChangeLogRecord) => boolean;
 
 export class BranchHistory {
   private depth = 0;
@@ -163,12 +169,31 @@ export class BranchHistory {
    * tip (SPEC §10). The window holds `commit`, so it holds every renewal after it.
    */
   async claimOf(commit: string, name: string): Promise<{ token?: string; leaseExpires?: Date }> {
-    const trailers = await this.run(['log', '-1', '--format=%(trailers:only,unfold)', commit]);
-    const claim = claimFromTrailers(trailers);
+    // One command for the claim and its renewals; its parents are in the window, as `commit` is
+    // not cut off.
+    const out = await this.run(renewalLogArgs([this.tip, '--not', `${commit}^@`]));
+    const log = parseHolderLog(out);
+    const claim = claimFromTrailers(log.find((record) => record.commit === commit)?.trailers ?? '');
     if (claim.token === undefined) return claim;
-    const renewals = await this.run(renewalLogArgs(`${commit}..${this.tip}`));
-    const renewed = renewedLeases(parseHolderLog(renewals), [{ name, token: claim.token }]);
+    const renewed = renewedLeases(log, [{ name, token: claim.token }]);
     return { ...claim, leaseExpires: renewed.get(claim.token) ?? claim.leaseExpires };
+  }
+
+  /** The values of `key`'s trailers in `commit`'s message, in order. */
+  async trailers(commit: string, key: string): Promise<string[]> {
+    // `=` first: the command prints even when the commit has no such trailer (see fetch).
+    const out = await this.run([
+      'show',
+      '--no-patch',
+      `--format==%(trailers:key=${key},valueonly,separator=%x00)`,
+      commit,
+    ]);
+    return out
+      .slice(1)
+      .replace(/\n$/, '')
+      .split('\0')
+      .map((value) => value.trim())
+      .filter((value) => value !== '');
   }
 
   /** Writes a blob's bytes, exactly, to `target`. */
@@ -206,5 +231,83 @@ export class BranchHistory {
       if (complete) return commits;
       if (!(await this.deepen())) return commits;
     }
+  }
+
+  /**
+   * `version` on the branch, deepening the window until it is inside; undefined when it is not
+   * there.
+   */
+  async findOnBranch(version: string): Promise<string | undefined> {
+    for (;;) {
+      const found = await this.findInWindow(version);
+      if (found || !(await this.deepen())) return found;
+    }
+  }
+
+  /**
+   * The commits from `from` (inclusive, a commit on the branch) to the tip that `matches` lets
+   * through, oldest first.
+   */
+  matchingFrom(pool: string, matches: CommitTest, from: string): Promise<string[]> {
+    return this.matchingAfter(pool, matches, ['--not', `${from}^@`]);
+  }
+
+  /**
+   * The commits after `since` up to the tip that `matches` lets through, oldest first; undefined
+   * when `since` is not (any more) on the branch.
+   */
+  async matchingSince(
+    pool: string,
+    matches: CommitTest,
+    since: string,
+  ): Promise<string[] | undefined> {
+    const from = await this.findOnBranch(since);
+    if (from === undefined) return undefined;
+    if (from === this.tip) return [];
+    return this.matchingAfter(pool, matches, ['--not', from]);
+  }
+
+  /** The newest commit that `matches` lets through; the window may have to reach the root commit. */
+  async latestMatching(pool: string, matches: CommitTest): Promise<string | undefined> {
+    for (;;) {
+      const shallow = await this.shallowCommits();
+      const records = await this.changeLog(pool, [this.tip]);
+      // Newest first. A cut-off commit seems to add every file: what it really did, and all
+      // before it, needs a wider window.
+      const found = records.find((record) => shallow.has(record.commit) || matches(record));
+      if (found && !shallow.has(found.commit)) return found.commit;
+      if ((!found && shallow.size === 0) || !(await this.deepen()))
+        return records.find(matches)?.commit;
+    }
+  }
+
+  /** The commits from the tip back to `bound` (git log's `--not …`) that `matches` lets through. */
+  private async matchingAfter(
+    pool: string,
+    matches: CommitTest,
+    bound: readonly string[],
+  ): Promise<string[]> {
+    for (;;) {
+      const shallow = await this.shallowCommits();
+      const records = await this.changeLog(pool, ['--reverse', this.tip, ...bound]);
+      const cut = records.some(({ commit }) => shallow.has(commit));
+      if (!cut || !(await this.deepen()))
+        return records.filter(matches).map(({ commit }) => commit);
+    }
+  }
+
+  /** What each commit in `range` changed under `pool/`, with its reclaim trailer: one git log. */
+  private async changeLog(pool: string, range: readonly string[]): Promise<ChangeLogRecord[]> {
+    const out = await this.run([
+      'log',
+      '-z',
+      '--no-renames',
+      '--name-status',
+      `--format=${CHANGE_LOG_FORMAT}`,
+      ...range,
+      '--',
+      `${pool}/`,
+    ]);
+    return parseChangeLog(out);
   }
 }

@@ -143,6 +143,52 @@ export function parseNameLog(out: string): { commit: string; paths: string[] }[]
 const RECORD = '\x1e';
 const FIELD = '\x1f';
 
+/**
+ * The `--format` that `parseChangeLog` reads (with `-z --no-renames --name-status`): the commit
+ * and its `Reclaimed-Token` trailer, which tells a reclaim from a release (SPEC §10).
+ */
+export const CHANGE_LOG_FORMAT = `${RECORD}%H%x00%(trailers:key=Reclaimed-Token,valueonly)`;
+
+/** One path a commit changed: `A` added, `D` deleted, `M` modified, `T` its type changed. */
+export interface PathChange {
+  status: string;
+  path: string;
+}
+
+/** What a commit in the change log did. */
+export interface ChangeLogRecord {
+  commit: string;
+  /** The commit carries a `Reclaimed-Token:` trailer. */
+  reclaim: boolean;
+  changes: PathChange[];
+}
+
+/**
+ * `git log -z --no-renames --name-status --format=CHANGE_LOG_FORMAT`: `<RS><id>\0<trailer>\0`,
+ * then (after a newline) `<status>\0<path>\0` per changed path. Read token by token, not split
+ * on separators: a path may hold any byte but NUL, while one under the pool never starts with
+ * RS nor is a lone capital letter.
+ */
+export function parseChangeLog(out: string): ChangeLogRecord[] {
+  const records: ChangeLogRecord[] = [];
+  const tokens = out.split('\0');
+  for (let i = 0; i < tokens.length; i++) {
+    const token = tokens[i]!.replace(/^\n/, '');
+    if (token.startsWith(RECORD)) {
+      const trailer = tokens[++i] ?? '';
+      records.push({ commit: token.slice(1).trim(), reclaim: trailer.trim() !== '', changes: [] });
+      continue;
+    }
+    const path = tokens[i + 1];
+    const record = records.at(-1);
+    if (record && /^[A-Z]$/.test(token) && path !== undefined) {
+      record.changes.push({ status: token, path });
+      i++;
+    }
+  }
+  return records;
+}
+
 /** The `--format` that `parseHolderLog` reads (with `-z --name-only`). */
 export const HOLDER_LOG_FORMAT = [
   `${RECORD}%H`,
@@ -199,44 +245,69 @@ export function fastImportCommit(commit: {
   /** None: a commit with the tree of `from`. */
   change: FastImportChange | undefined;
 }): Buffer {
-  const { message, change } = commit;
-  const body = Buffer.from(message.endsWith('\n') ? message : `${message}\n`);
-  const parts: Buffer[] = [
-    Buffer.from(
-      `commit ${commit.ref}\nmark :1\n` +
-        `author ${commit.author} now\ncommitter ${commit.committer} now\n` +
-        `data ${body.length}\n`,
-    ),
-    body,
-    Buffer.from(`\nfrom ${commit.from}\n`),
-  ];
-  switch (change?.kind) {
-    case undefined:
-      break;
-    case 'rename':
-      parts.push(Buffer.from(`R ${quotePath(change.from)} ${quotePath(change.to)}\n`));
-      break;
-    case 'modify':
-      parts.push(
-        Buffer.from(
-          `M ${change.mode} inline ${quotePath(change.path)}\ndata ${change.content.length}\n`,
-        ),
-        change.content,
-        Buffer.from('\n'),
-      );
-      break;
-    case 'delete':
-      parts.push(Buffer.from(`D ${quotePath(change.path)}\n`));
-      break;
-  }
-  parts.push(Buffer.from('\nget-mark :1\ndone\n'));
+  const { message, change, ...rest } = commit;
+  return fastImportCommits({ ...rest, commits: [{ message, change }] });
+}
+
+/**
+ * Commits in a row, each on the one before (the first on `from`), in one fast-import stream that
+ * prints their ids in order (see parseMarks).
+ */
+export function fastImportCommits(batch: {
+  ref: string;
+  author: string;
+  committer: string;
+  from: string;
+  commits: readonly { message: string; change: FastImportChange | undefined }[];
+}): Buffer {
+  const parts: Buffer[] = [];
+  batch.commits.forEach(({ message, change }, index) => {
+    const body = Buffer.from(message.endsWith('\n') ? message : `${message}\n`);
+    const from = index === 0 ? batch.from : `:${index}`;
+    parts.push(
+      Buffer.from(
+        `commit ${batch.ref}\nmark :${index + 1}\n` +
+          `author ${batch.author} now\ncommitter ${batch.committer} now\n` +
+          `data ${body.length}\n`,
+      ),
+      body,
+      Buffer.from(`\nfrom ${from}\n`),
+    );
+    switch (change?.kind) {
+      case undefined:
+        break;
+      case 'rename':
+        parts.push(Buffer.from(`R ${quotePath(change.from)} ${quotePath(change.to)}\n`));
+        break;
+      case 'modify':
+        parts.push(
+          Buffer.from(
+            `M ${change.mode} inline ${quotePath(change.path)}\ndata ${change.content.length}\n`,
+          ),
+          change.content,
+          Buffer.from('\n'),
+        );
+        break;
+      case 'delete':
+        parts.push(Buffer.from(`D ${quotePath(change.path)}\n`));
+        break;
+    }
+    parts.push(Buffer.from('\n'));
+  });
+  const marks = batch.commits.map((_, index) => `get-mark :${index + 1}\n`).join('');
+  parts.push(Buffer.from(`${marks}done\n`));
   return Buffer.concat(parts);
 }
 
 /** The commit id fast-import printed for `get-mark` (its last line), or undefined. */
 export function parseMark(out: string): string | undefined {
-  const id = out.trim().split('\n').pop() ?? '';
-  return /^[0-9a-f]{40,64}$/.test(id) ? id : undefined;
+  return parseMarks(out, 1)?.[0];
+}
+
+/** The `count` commit ids fast-import printed last, in order; undefined when it printed fewer. */
+export function parseMarks(out: string, count: number): string[] | undefined {
+  const ids = out.trim().split('\n').slice(-count);
+  return ids.length === count && ids.every((id) => /^[0-9a-f]{40,64}$/.test(id)) ? ids : undefined;
 }
 
 /** A path as fast-import reads it: C-style quoted when it holds anything unusual. */

@@ -175,7 +175,7 @@ export class LockHolders {
     for (const record of found.values())
       if (record.state === 'claimed' && record.token) tokens.set(record.token, record);
     if (tokens.size === 0) return;
-    const out = await this.run(renewalLogArgs(this.head), signal);
+    const out = await this.run(renewalLogArgs([this.head]), signal);
     for (const [token, lease] of renewedLeases(parseHolderLog(out), [...tokens.values()]))
       tokens.get(token)!.leaseExpires = lease;
   }
@@ -312,9 +312,21 @@ export function trailerOf(trailers: string, key: string): string | undefined {
   return value;
 }
 
-/** `git log` of the `renewing:` commits in `range`, for parseHolderLog and renewedLeases. */
-export function renewalLogArgs(range: string): string[] {
-  return ['log', '-z', `--grep=^${RENEWING}`, `--format=${HOLDER_LOG_FORMAT}`, range, '--'];
+/**
+ * `git log` of the `renewing:` commits (and the claiming ones: so it always prints, which spares
+ * simple-git's wait after a silent command) in `revisions`, for parseHolderLog and renewedLeases.
+ */
+export function renewalLogArgs(revisions: readonly string[]): string[] {
+  return [
+    'log',
+    '-z',
+    `--grep=^${RENEWING}`,
+    '--grep=^claiming: ',
+    '--grep=^adding claimed: ',
+    `--format=${HOLDER_LOG_FORMAT}`,
+    ...revisions,
+    '--',
+  ];
 }
 
 /**

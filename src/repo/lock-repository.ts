@@ -23,9 +23,9 @@ import { missingPoolError } from './missing-pool.js';
 import { entryRef, linePrefix, parseEntryRef, type WaitingEntry } from '../lock/waiting-line.js';
 import { BranchCopy, type Reach } from './branch-copy.js';
 import {
-  fastImportCommit,
+  fastImportCommits,
   isRegularFile,
-  parseMark,
+  parseMarks,
   poolEntries,
   type FastImportChange,
   type RemoteRef,
@@ -59,7 +59,8 @@ export class LockRepository {
   private initialised = false;
   /** The pool's entries at `tip`, by path (from the last `pool()`). */
   private entries = new Map<string, TreeEntry>();
-  private staged: { change: Change; effective: boolean } | undefined;
+  /** The changes staged for the next commit, one commit each. */
+  private staged: { change: Change; effective: boolean }[] = [];
   private identity: { author: string; committer: string } | undefined;
   /** The last commit written, which `push` sends. */
   private committed: string | undefined;
@@ -163,7 +164,7 @@ export class LockRepository {
     else if (this.options.line) await this.initAndFetch();
     else await this.cloneTip();
     this.entries = new Map();
-    this.staged = undefined;
+    this.staged = [];
     this.committed = undefined;
     return this.synced();
   }
@@ -224,7 +225,7 @@ export class LockRepository {
     return { claimed, unclaimed, irregular };
   }
 
-  /** Stages one change for the next commit (nothing touches disk until `commit`). */
+  /** Stages one change, for a commit of its own (nothing touches disk until `commit`). */
   async apply(change: Change): Promise<void> {
     let effective = true;
     if (change.kind === 'write') {
@@ -235,29 +236,33 @@ export class LockRepository {
       // Same bytes as the lock already has: an update that changes nothing.
       effective = existing?.id !== blobId(change.content, existing?.id.length ?? 40);
     }
-    this.staged = { change, effective };
+    this.staged.push({ change, effective });
     return Promise.resolve();
   }
 
-  /** Whether the staged change changes anything (an update with identical metadata does not). */
+  /** Whether a staged change changes anything (an update with identical metadata does not). */
   async hasStagedChanges(): Promise<boolean> {
-    return Promise.resolve(this.staged?.effective ?? false);
+    return Promise.resolve(this.staged.some(({ effective }) => effective));
   }
 
   /**
-   * Writes the staged change as a commit on top of the last one written since the sync (else the
-   * synced tip), so one push can carry several; returns its id.
+   * Writes each staged change as a commit with the message of the same place, in a row on top of
+   * the last commit written since the sync (else the synced tip), in one fast-import; returns
+   * their ids. One push then carries them all.
    */
-  async commit(message: string): Promise<string> {
+  async commit(messages: readonly string[]): Promise<string[]> {
     const staged = this.staged;
-    if (!staged) throw new Error('nothing staged to commit');
+    if (staged.length === 0 || staged.length !== messages.length)
+      throw new Error(`${staged.length} changes staged for ${messages.length} commit messages`);
     const identity = await this.ident();
-    const input = fastImportCommit({
+    const input = fastImportCommits({
       ref: ATTEMPT_REF,
       ...identity,
-      message,
       from: this.committed ?? this.synced(),
-      change: this.fileChange(staged.change),
+      commits: staged.map(({ change }, index) => ({
+        message: messages[index]!,
+        change: this.fileChange(change),
+      })),
     });
     const out = await this.run(
       [
@@ -272,11 +277,11 @@ export class LockRepository {
       ],
       { input },
     );
-    const id = parseMark(out);
-    if (!id) throw new Error(`git fast-import printed no commit: ${out}`);
-    this.committed = id;
-    this.staged = undefined;
-    return id;
+    const ids = parseMarks(out, staged.length);
+    if (!ids) throw new Error(`git fast-import printed no commit: ${out}`);
+    this.committed = ids.at(-1);
+    this.staged = [];
+    return ids;
   }
 
   /** A lock change as the file change that makes it. */

@@ -98,7 +98,7 @@ export async function runLockOperation(
   ctx.log.info(
     operation.kind === 'reap'
       ? reapedLine(operation.dryRun === true, outcome)
-      : doneLine(operation, outcome.name, outcome.ref),
+      : doneLine(operation, outcome.names.join(', '), outcome.ref, outcome.names.length),
   );
   return outcome;
 }
@@ -119,15 +119,20 @@ function reclaimLine(operation: ResolvedOperation, reclaim: Reclaim): string {
 function startLine(operation: ResolvedOperation, pool: string): string {
   switch (operation.kind) {
     case 'acquire':
-      return `acquiring lock on: ${pool}`;
+      return (operation.count ?? 1) > 1
+        ? `acquiring ${operation.count} locks on: ${pool}`
+        : `acquiring lock on: ${pool}`;
     case 'renew':
       return `renewing the lease of lock: ${operation.name} on: ${pool}`;
     case 'reap':
       return `reclaiming expired locks on: ${pool}${operation.dryRun ? ' (dry run: nothing is committed)' : ''}`;
     case 'claim':
-      return `claiming lock: ${operation.name} on: ${pool}`;
-    case 'release':
-      return `releasing lock: ${operation.name} on: ${pool}`;
+    case 'release': {
+      const verb = operation.kind === 'claim' ? 'claiming' : 'releasing';
+      return operation.names
+        ? `${verb} locks: ${operation.names.join(', ')} on: ${pool}`
+        : `${verb} lock: ${operation.name} on: ${pool}`;
+    }
     case 'remove':
       return `removing lock: ${operation.name} on: ${pool}`;
     case 'add':
@@ -142,19 +147,20 @@ function startLine(operation: ResolvedOperation, pool: string): string {
   }
 }
 
-function doneLine(operation: ResolvedOperation, name: string, ref: string): string {
+function doneLine(operation: ResolvedOperation, name: string, ref: string, count: number): string {
   const at = `(commit ${ref.slice(0, 12)})`;
+  const lock = count > 1 ? 'locks' : 'lock';
   switch (operation.kind) {
     case 'acquire':
-      return `acquired! lock: ${name} ${at}`;
+      return `acquired! ${lock}: ${name} ${at}`;
     case 'claim':
-      return `claimed! lock: ${name} ${at}`;
+      return `claimed! ${lock}: ${name} ${at}`;
     case 'renew':
       return `renewed! lock: ${name} ${at}`;
     case 'reap':
       return `reaped! ${at}`;
     case 'release':
-      return `released! lock: ${name} ${at}`;
+      return `released! ${lock}: ${name} ${at}`;
     case 'remove':
       return `removed! lock: ${name} ${at}`;
     case 'add':

@@ -61,14 +61,23 @@ export async function openSession(source: Source, ctx: CommandContext): Promise<
   return { git: new Git(environment, ctx.signal, source.gitTimeoutMs), environment };
 }
 
-export function lockResponse(ref: string, name: string, pool: string) {
-  return {
-    version: { ref },
-    metadata: [
-      { name: 'lock_name', value: name },
-      { name: 'pool_name', value: pool },
-    ],
-  };
+/** The answer about a lock, or a set of locks (`names`, more than one: they are named too). */
+export function lockResponse(
+  ref: string,
+  name: string,
+  pool: string,
+  names: readonly string[] = [],
+) {
+  const metadata = [
+    { name: 'lock_name', value: name },
+    { name: 'pool_name', value: pool },
+  ];
+  if (names.length > 1)
+    metadata.push(
+      { name: 'lock_names', value: names.join(',') },
+      { name: 'lock_count', value: String(names.length) },
+    );
+  return { version: { ref }, metadata };
 }
 
 /** A reap's answer: the pool's last commit, and the locks it reclaimed (SPEC §10). */

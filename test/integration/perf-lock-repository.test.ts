@@ -42,7 +42,7 @@ describe('the lock repository after a push whose outcome was never seen', () => 
     expect((await store.pool()).unclaimed).toEqual(new Set(['a', 'b']));
     await store.apply({ kind: 'move', name: 'a', from: 'unclaimed', to: 'claimed' });
     expect(await store.hasStagedChanges()).toBe(true);
-    const commit = await store.commit('claiming: a\n');
+    const commit = (await store.commit(['claiming: a\n']))[0]!;
     expect(await store.push()).toBe('pushed');
     expect(await repo.tip()).toBe(commit);
 
@@ -65,7 +65,7 @@ describe('the lock repository after a push whose outcome was never seen', () => 
     const store = await openRepository();
     await store.sync();
     await store.apply({ kind: 'move', name: 'a', from: 'unclaimed', to: 'claimed' });
-    const commit = await store.commit('claiming: a\n');
+    const commit = (await store.commit(['claiming: a\n']))[0]!;
     await store.sync();
     expect(await store.holds({ name: 'a', commit })).toBe(false);
   });
@@ -76,7 +76,7 @@ describe('the lock repository after a push whose outcome was never seen', () => 
     const store = await openRepository();
     const parent = await store.sync();
     await store.apply({ kind: 'move', name: 'a', from: 'unclaimed', to: 'claimed' });
-    const commit = await store.commit('claiming: a\n');
+    const commit = (await store.commit(['claiming: a\n']))[0]!;
     // The push was lost and never landed; another build moved the branch on.
     await appendCommits(repo.bare, repo.branch, otherPoolCommits('other', 'x', 2));
     await store.sync();
@@ -92,7 +92,7 @@ describe('the lock repository after a push whose outcome was never seen', () => 
     await store.sync();
     await store.pool();
     await store.apply({ kind: 'move', name: 'a', from: 'unclaimed', to: 'claimed' });
-    await store.commit('claiming: a\n');
+    await store.commit(['claiming: a\n']);
     await appendCommits(repo.bare, repo.branch, [
       { message: 'claiming: b', changes: ['R pool/unclaimed/b pool/claimed/b'] },
     ]);
@@ -104,7 +104,7 @@ describe('the lock repository after a push whose outcome was never seen', () => 
       irregular: new Map(),
     });
     await store.apply({ kind: 'move', name: 'a', from: 'unclaimed', to: 'claimed' });
-    await store.commit('claiming: a\n');
+    await store.commit(['claiming: a\n']);
     expect(await store.push()).toBe('pushed');
     expect(await repo.state('pool')).toEqual({ claimed: ['a', 'b'], unclaimed: [] });
   });

@@ -132,6 +132,7 @@ describe('safety settings', () => {
       retryDelayMs: 100,
       skipSslVerification: false,
       gitTimeoutMs: 10_000,
+      checkEvents: [],
       leaseGraceMs: 300_000,
       reclaimExpired: false,
     };

@@ -336,6 +336,28 @@ async function standInForClone(lockRepo: LockRepo, { endsOnSignal }: { endsOnSig
 }
 
 describe('a signal after the claim reached the remote', () => {
+  it('releases every lock of a set taken at once, in one push', async () => {
+    const { run, repo: held } = await acquireWhileServerHoldsPush(1, 'post-receive', 3);
+    expect((await held.state('pool')).claimed).toEqual(['lock-a', 'lock-b', 'lock-c']);
+    const claimTip = await held.tip();
+    const stopped = await stop(run, 'SIGTERM');
+    expect(stopped.code).toBe(143);
+    expect(stopped.exitAfterSignal).toBeLessThan(3000);
+    expect(stopped.stderr).toMatch(
+      /released "lock-.", "lock-.", "lock-.": this run no longer holds them/,
+    );
+    expect(await held.state('pool')).toEqual({
+      claimed: [],
+      unclaimed: ['lock-a', 'lock-b', 'lock-c'],
+    });
+    // Three release commits straight after the three claims.
+    const subjects = (await held.subjects()).slice(0, 6);
+    expect(subjects.slice(0, 3).every((subject) => subject.startsWith('unclaiming: '))).toBe(true);
+    expect(subjects.slice(3).every((subject) => subject.startsWith('claiming: '))).toBe(true);
+    expect(await git(held.bare, 'rev-parse', 'master~3')).toBe(`${claimTip}\n`);
+    expect(await run.leftovers()).toEqual([]);
+  });
+
   it('pushes the matching release before exiting', async () => {
     // The claim is on the remote; our push has not returned yet.
     const { run, repo: held } = await acquireWhileServerHoldsPush(1, 'post-receive');
@@ -497,14 +519,18 @@ describe('a signal after the claim landed, while other puts keep the branch movi
 async function acquireWhileServerHoldsPush(
   seconds: number,
   hook: 'pre-receive' | 'post-receive',
+  /** Several locks at once: the pool holds `count` locks, all taken in one push. */
+  count = 1,
 ): Promise<{ run: StoppableRun; repo: LockRepo; daemon: GitDaemon }> {
-  const held = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
+  const locks = ['lock-a', 'lock-b', 'lock-c'].slice(0, count);
+  const held = await createLockRepo({ pool: { unclaimed: locks } });
   repo = held;
   const server = await startGitDaemon(held.root);
   daemon = server;
   const marker = await holdPush(held, hook, seconds);
+  const params = count === 1 ? { acquire: true } : { acquire: true, count };
   const run = await start(
-    { source: source(server.url(held.bare)), params: { acquire: true } },
+    { source: source(server.url(held.bare)), params },
     await stepFolder('unused'),
   );
   await waitForFile(marker);

@@ -5,13 +5,17 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { GIT_TEST_ENV } from '../helpers/lock-repo.js';
 import {
+  CHANGE_LOG_FORMAT,
   HOLDER_LOG_FORMAT,
   fastImportCommit,
+  fastImportCommits,
   lockAtPath,
   parseFetchHead,
+  parseChangeLog,
   parseHolderLog,
   parseLsRemote,
   parseMark,
+  parseMarks,
   parseNameLog,
   parseShallow,
   parseTree,
@@ -271,6 +275,46 @@ describe('fastImportCommit', () => {
   });
 });
 
+describe('fastImportCommits', () => {
+  it('writes commits in a row in one stream, and parseMarks reads their ids in order', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fast-import-'));
+    try {
+      const git = (args: string[], input?: Buffer) =>
+        execFileSync('git', args, { cwd: dir, input, encoding: 'utf8', env: GIT_TEST_ENV });
+      git(['init', '--quiet', '--bare']);
+      const empty = git(['hash-object', '-t', 'tree', '-w', '--stdin'], Buffer.alloc(0)).trim();
+      const base = git(['commit-tree', empty, '-m', 'base']).trim();
+      const out = git(
+        ['fast-import', '--quiet', '--force', '--done', '--date-format=now'],
+        fastImportCommits({
+          ref: 'refs/pool-resource/attempt',
+          author: 'A U Thor <a@x>',
+          committer: 'C O Mitter <c@x>',
+          from: base,
+          commits: [
+            {
+              message: 'adding: a',
+              change: { kind: 'modify', mode: '100644', path: 'p/a', content: Buffer.from('a') },
+            },
+            { message: 'renewing: a', change: undefined },
+            { message: 'moving: a', change: { kind: 'rename', from: 'p/a', to: 'q/a' } },
+          ],
+        }),
+      );
+      const ids = parseMarks(out, 3);
+      expect(ids).toHaveLength(3);
+      expect(git(['log', '--format=%s %P', ids![2]!])).toBe(
+        `moving: a ${ids![1]}\nrenewing: a ${ids![0]}\nadding: a ${base}\nbase \n`,
+      );
+      expect(git(['ls-tree', '-r', '--name-only', ids![1]!])).toBe('p/a\n');
+      expect(git(['ls-tree', '-r', '--name-only', ids![2]!])).toBe('q/a\n');
+      expect(parseMarks(out, 4)).toBeUndefined();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('parseMark', () => {
   it.each([
     [`${TIP}\n`, TIP],
@@ -278,5 +322,73 @@ describe('parseMark', () => {
     ['fatal: not a mark\n', undefined],
   ])('%j', (out, id) => {
     expect(parseMark(out)).toBe(id);
+  });
+});
+
+describe('parseChangeLog', () => {
+  // `git log -z --no-renames --name-status --format=CHANGE_LOG_FORMAT -- p/` (git 2.39.5) after
+  // init, claiming: a, renewing: a (empty), unclaiming: a (with the reclaim trailers), updating: a
+  // (and a new "sp ace"), removing: sp ace; then a merge (no diff) of a side branch adding b.
+  const CHANGE_LOG =
+    '\x1ea859d8a440cfb11660350a358e8db2603794ce90\0\0' +
+    '\x1efde747fd5bf4e63c8d26bef45fa33ce755f11bfc\0\0\nD\0p/unclaimed/sp ace\0' +
+    '\x1e17ce6bdb1685e69828e9365fa81e971d43b7d663\0\0\nA\0p/unclaimed/b\0' +
+    '\x1e382fe1e95f9ca438678f0ebf0d2c3d560d68be8b\0\0\nM\0p/unclaimed/a\0A\0p/unclaimed/sp ace\0' +
+    '\x1eee13979089b61c88d063e63d18b6228d6dd68b9f\0tok\n\0\nD\0p/claimed/a\0A\0p/unclaimed/a\0' +
+    '\x1e9ab74ffe7216edd271cd420e3750294a9d4e6f82\0\0\nA\0p/claimed/a\0D\0p/unclaimed/a\0' +
+    '\x1efbc64d1c20816f428d347f48b07c366e59790255\0\0\nA\0p/claimed/.gitkeep\0A\0p/unclaimed/.gitkeep\0A\0p/unclaimed/a\0';
+
+  it('gives each commit, newest first, with its changes and whether it reclaims', () => {
+    expect(CHANGE_LOG_FORMAT).toBe('\x1e%H%x00%(trailers:key=Reclaimed-Token,valueonly)');
+    const change = (status: string, path: string) => ({ status, path });
+    expect(parseChangeLog(CHANGE_LOG)).toEqual([
+      { commit: 'a859d8a440cfb11660350a358e8db2603794ce90', reclaim: false, changes: [] },
+      {
+        commit: 'fde747fd5bf4e63c8d26bef45fa33ce755f11bfc',
+        reclaim: false,
+        changes: [change('D', 'p/unclaimed/sp ace')],
+      },
+      {
+        commit: '17ce6bdb1685e69828e9365fa81e971d43b7d663',
+        reclaim: false,
+        changes: [change('A', 'p/unclaimed/b')],
+      },
+      {
+        commit: '382fe1e95f9ca438678f0ebf0d2c3d560d68be8b',
+        reclaim: false,
+        changes: [change('M', 'p/unclaimed/a'), change('A', 'p/unclaimed/sp ace')],
+      },
+      {
+        commit: 'ee13979089b61c88d063e63d18b6228d6dd68b9f',
+        reclaim: true,
+        changes: [change('D', 'p/claimed/a'), change('A', 'p/unclaimed/a')],
+      },
+      {
+        commit: '9ab74ffe7216edd271cd420e3750294a9d4e6f82',
+        reclaim: false,
+        changes: [change('A', 'p/claimed/a'), change('D', 'p/unclaimed/a')],
+      },
+      {
+        commit: 'fbc64d1c20816f428d347f48b07c366e59790255',
+        reclaim: false,
+        changes: [
+          change('A', 'p/claimed/.gitkeep'),
+          change('A', 'p/unclaimed/.gitkeep'),
+          change('A', 'p/unclaimed/a'),
+        ],
+      },
+    ]);
+  });
+
+  it('reads a path that looks like a status or holds a newline as a path', () => {
+    const out = '\x1e' + 'a'.repeat(40) + '\0\0\nA\0p/unclaimed/M\0A\0p/claimed/x\ny\0';
+    expect(parseChangeLog(out)[0]!.changes).toEqual([
+      { status: 'A', path: 'p/unclaimed/M' },
+      { status: 'A', path: 'p/claimed/x\ny' },
+    ]);
+  });
+
+  it('reads nothing from nothing', () => {
+    expect(parseChangeLog('')).toEqual([]);
   });
 });

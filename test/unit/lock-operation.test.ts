@@ -152,3 +152,87 @@ describe('decide', () => {
     expect(decide({ kind: 'claim', name: 'a' }, state, 'p', first)).toMatchObject({ kind: 'fail' });
   });
 });
+
+describe('decide for several locks at once', () => {
+  it('acquire with count takes that many distinct free locks, one commit each, naming the set', () => {
+    const decision = decide(
+      { kind: 'acquire', count: 2 },
+      pool(['a'], ['b', 'c', 'd']),
+      'p',
+      first,
+    );
+    expect(decision).toEqual({
+      kind: 'commit',
+      commits: ['b', 'c'].map((name) => ({
+        name,
+        change: { kind: 'move', name, from: 'unclaimed', to: 'claimed' },
+        subject: `claiming: ${name}`,
+        claiming: true,
+        trailers: [['Claim-Set', 'b, c']],
+      })),
+    });
+  });
+
+  it('acquire with count picks every lock by the random source, never one twice', () => {
+    const state = pool([], ['a', 'b', 'c']);
+    const values = [0.99, 0.99, 0.99];
+    const decision = decide({ kind: 'acquire', count: 3 }, state, 'p', () => values.shift()!);
+    expect(decision.kind === 'commit' && decision.commits.map(({ name }) => name)).toEqual([
+      'c',
+      'b',
+      'a',
+    ]);
+  });
+
+  it('acquire with count waits while fewer are free, and says how many', () => {
+    expect(decide({ kind: 'acquire', count: 3 }, pool(['a'], ['b', 'c']), 'p', first)).toEqual({
+      kind: 'wait',
+      reason: '3 locks wanted, 2 unclaimed in pool "p" (1 claimed, 2 unclaimed)',
+      wanted: ['a'],
+    });
+  });
+
+  it('acquire with a count the pool cannot reach fails at once, naming both numbers', () => {
+    expect(decide({ kind: 'acquire', count: 4 }, pool(['a'], ['b', 'c']), 'p', first)).toEqual({
+      kind: 'fail',
+      message: 'cannot acquire 4 locks: pool "p" holds 3 (claimed and unclaimed)',
+    });
+    // Without a count, an empty pool is waited on, as the reference does: locks may be added.
+    expect(decide({ kind: 'acquire' }, pool([], []), 'p', first)).toMatchObject({ kind: 'wait' });
+  });
+
+  it('claim of a list takes all of them, or waits naming those not free', () => {
+    const names = ['a', 'b'];
+    expect(decide({ kind: 'claim', name: 'a', names }, pool([], ['a', 'b']), 'p', first)).toEqual({
+      kind: 'commit',
+      commits: names.map((name) => expect.objectContaining({ name, claiming: true })),
+    });
+    expect(
+      decide({ kind: 'claim', name: 'a', names: ['a', 'b', 'c'] }, pool(['b'], ['a']), 'p', first),
+    ).toEqual({
+      kind: 'wait',
+      reason:
+        'the set "a", "b", "c" in pool "p" is not all unclaimed ("b" claimed; "c" not in the pool)',
+      wanted: ['b', 'c'],
+    });
+  });
+
+  it('release of a set frees every lock of it, and refuses when one is not claimed', () => {
+    const decision = decide(
+      { kind: 'release', name: 'a', names: ['a', 'b'] },
+      pool(['a', 'b'], []),
+      'p',
+      first,
+    );
+    expect(decision.kind === 'commit' && decision.commits.map((step) => step.subject)).toEqual([
+      'unclaiming: a',
+      'unclaiming: b',
+    ]);
+    expect(
+      decide({ kind: 'release', name: 'a', names: ['a', 'b'] }, pool(['a'], ['b']), 'p', first),
+    ).toEqual({
+      kind: 'fail',
+      message: 'cannot release lock "b": it is not claimed in pool "p" (it is unclaimed)',
+    });
+  });
+});

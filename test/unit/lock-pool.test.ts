@@ -54,7 +54,8 @@ class FakeStore implements LockStore {
   remoteCommit = 'c0';
   private local: Snapshot;
   private localCommit = 'c0';
-  private staged: Change | undefined;
+  /** The changes staged for the next commit() (an update to the same bytes is ineffective). */
+  private staged: { change: Change; effective: boolean }[] = [];
   private commits = 0;
   readonly log: string[] = [];
   readonly messages: string[] = [];
@@ -116,7 +117,7 @@ class FakeStore implements LockStore {
     if (failure) throw failure;
     this.local = copy(this.remote);
     this.localCommit = this.remoteCommit;
-    this.staged = undefined;
+    this.staged = [];
     this.syncedEntries = [...this.line];
     return this.localCommit;
   }
@@ -166,35 +167,37 @@ class FakeStore implements LockStore {
       case 'move':
         set(change.from).delete(change.name);
         set(change.to).add(change.name);
-        this.staged = change;
-        return;
+        break;
       case 'write': {
         const unchanged =
           set(change.state).has(change.name) && change.content.toString() === 'same';
         set(change.state).add(change.name);
-        this.staged = unchanged ? undefined : change;
+        this.staged.push({ change, effective: !unchanged });
         return;
       }
       case 'delete':
         set(change.state).delete(change.name);
-        this.staged = change;
-        return;
+        break;
       case 'none':
-        this.staged = change;
-        return;
+        break;
     }
+    this.staged.push({ change, effective: true });
   }
 
   async hasStagedChanges(): Promise<boolean> {
-    return this.staged !== undefined;
+    return this.staged.some(({ effective }) => effective);
   }
 
-  async commit(message: string): Promise<string> {
-    this.localCommit = `c${++this.commits}`;
-    this.log.push(`commit ${this.localCommit}`);
-    this.messages.push(message);
-    if (this.staged) this.local.touchedBy.set(this.staged.name, this.localCommit);
-    return this.localCommit;
+  async commit(messages: readonly string[]): Promise<string[]> {
+    const ids = this.staged.map(({ change }, index) => {
+      this.localCommit = `c${++this.commits}`;
+      this.log.push(`commit ${this.localCommit}`);
+      this.messages.push(messages[index]!);
+      this.local.touchedBy.set(change.name, this.localCommit);
+      return this.localCommit;
+    });
+    this.staged = [];
+    return ids;
   }
 
   async push(_signal?: AbortSignal, leaving?: WaitingEntry): Promise<PushOutcome> {
@@ -325,8 +328,7 @@ function setup(
       waitTimeoutSetting: options.waitTimeoutSetting,
       leaseGraceMs: options.leaseGraceMs,
       reclaimedBy: 'https://ci/reaper',
-      message: ({ subject, claiming, trailers }) =>
-        `${subject}${claiming ? ' [claiming]' : ''}${(trailers ?? []).map(([key, value]) => ` ${key}=${value}`).join('')}`,
+      message: ({ subject, claiming }) => `${subject}${claiming ? ' [claiming]' : ''}`,
     },
     options.signal ?? new AbortController().signal,
   );
@@ -719,10 +721,7 @@ describe('LockPool with leases', () => {
     // Nothing moved on the branch: the wait ended when lease + grace had passed.
     expect(clock.time).toBeGreaterThan(1_000_000 + 3_500);
     expect(clock.time).toBeLessThan(1_000_000 + 3_500 + RETRY_DELAY_MS);
-    expect(store.messages).toEqual([
-      'unclaiming: a Reclaimed-Token=old Reclaim-Reason=lease expired at 1970-01-01T00:16:42Z Reclaimed-By=https://ci/reaper',
-      'claiming: a [claiming]',
-    ]);
+    expect(store.messages).toEqual(['unclaiming: a', 'claiming: a [claiming]']);
     expect(store.count('push')).toBe(1);
   });
 
@@ -755,7 +754,7 @@ describe('releaseAbandonedClaim', () => {
     const store = new FakeStore([], ['lock-a']);
     await store.sync();
     await store.apply({ kind: 'move', name: 'lock-a', from: 'unclaimed', to: 'claimed' });
-    const commit = await store.commit('claiming: lock-a');
+    const commit = (await store.commit(['claiming: lock-a']))[0]!;
     store.pushes = [{ late: new GitTimeoutError(['push'], 1_000) }];
     await expect(store.push()).rejects.toBeInstanceOf(GitTimeoutError);
     return {
@@ -1172,5 +1171,90 @@ describe('LockPool in a line with puts that are gone', () => {
     );
     expect((await reference.run({ kind: 'acquire' })).name).toBe('lock-a');
     expect(Math.min(...plainClock.sleeps.slice(1))).toBeGreaterThanOrEqual(100);
+  });
+});
+
+describe('LockPool taking several locks at once', () => {
+  it('pushes one commit per lock in one push, and holds them as one claim', async () => {
+    const store = new FakeStore([], ['lock-a', 'lock-b', 'lock-c']);
+    const { pool } = setup(store);
+    const outcome = await pool.run({ kind: 'acquire', count: 2 });
+    expect(outcome.names).toHaveLength(2);
+    expect(outcome).toEqual({ ref: 'c2', name: outcome.names[0], names: outcome.names });
+    expect(store.count('push')).toBe(1);
+    expect(store.messages).toEqual(outcome.names.map((name) => `claiming: ${name} [claiming]`));
+    expect([...store.remote.claimed].sort()).toEqual([...outcome.names].sort());
+    expect(pool.pendingClaims()).toEqual([
+      {
+        locks: outcome.names.map((name, index) => ({ name, commit: `c${index + 1}` })),
+        parent: 'c0',
+      },
+    ]);
+  });
+
+  it('holds none of them while it waits for the rest', async () => {
+    const store = new FakeStore(['lock-b'], ['lock-a']);
+    const { pool, clock } = setup(store);
+    clock.onSleep = (index) => {
+      expect(store.remote.claimed).toEqual(new Set(['lock-b']));
+      if (index === 1) store.otherMoves('lock-b', 'unclaimed');
+    };
+    const outcome = await pool.run({ kind: 'acquire', count: 2 });
+    expect(outcome.names.sort()).toEqual(['lock-a', 'lock-b']);
+    expect(store.count('commit')).toBe(2);
+  });
+
+  it('after a stop, the compensating release frees every lock of the set in one push', async () => {
+    const store = new FakeStore([], ['lock-a', 'lock-b']);
+    const { pool } = setup(store);
+    await pool.run({ kind: 'claim', name: 'lock-a', names: ['lock-a', 'lock-b'] });
+    const [claim] = pool.takePendingClaims();
+    const pushes = store.count('push');
+    const result = await releaseAbandonedClaim(
+      store,
+      claim!,
+      (name) => `unclaiming: ${name}`,
+      new AbortController().signal,
+      new FakeClock(),
+    );
+    expect(result).toBe('released');
+    expect(store.count('push')).toBe(pushes + 1);
+    expect(store.remote.unclaimed).toEqual(new Set(['lock-a', 'lock-b']));
+    expect(store.messages.slice(-2)).toEqual(['unclaiming: lock-a', 'unclaiming: lock-b']);
+  });
+
+  it('in line, a put for one waits behind a put for two until the two are served', async () => {
+    const store = new FakeStore([], ['lock-a', 'lock-b']);
+    store.line = [{ ...waiting('older'), count: 2 }];
+    const { pool, clock } = setup(store, { lineToken: 'me' });
+    clock.onSleep = (index) => {
+      // Both free locks stay untaken by this put until the older put takes them both.
+      expect(store.remote.claimed.size === 0 || store.line.length === 1).toBe(true);
+      if (index === 1) {
+        store.otherMoves('lock-a', 'claimed');
+        store.otherMoves('lock-b', 'claimed');
+        store.line = store.line.filter((entry) => entry.token !== 'older');
+      }
+      if (index === 3) store.otherMoves('lock-b', 'unclaimed');
+    };
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-b');
+    expect(clock.sleeps.length).toBeGreaterThanOrEqual(4);
+  });
+
+  it('in line, a put for two is served once two locks are free for it, and not before', async () => {
+    const store = new FakeStore(['lock-b'], ['lock-a']);
+    const { pool, clock } = setup(store, { lineToken: 'me' });
+    const waitingFor: (number | undefined)[] = [];
+    clock.onSleep = (index) => {
+      // Sleeps come only while it waits: it never holds lock-a alone meanwhile.
+      expect(store.remote.claimed).toEqual(new Set(['lock-b']));
+      waitingFor.push(store.line.find((entry) => entry.token === 'me')?.count);
+      if (index === 1) store.otherMoves('lock-b', 'unclaimed');
+    };
+    const outcome = await pool.run({ kind: 'acquire', count: 2 });
+    expect(outcome.names.sort()).toEqual(['lock-a', 'lock-b']);
+    // Its entry says how many it waits for, so the puts behind leave it both.
+    expect(waitingFor).toContain(2);
+    expect(store.line).toEqual([]);
   });
 });

@@ -105,6 +105,8 @@ describe('source', () => {
       skipSslVerification: true,
       knownHosts: KNOWN_HOSTS,
       gitTimeoutMs: 120_000,
+      checkEvents: ['claimed', 'released', 'reclaimed', 'added', 'removed', 'updated'],
+      checkLocks: undefined,
       leaseMs: undefined,
       leaseGraceMs: 300_000,
       reclaimExpired: false,
@@ -127,6 +129,8 @@ describe('source', () => {
       skipSslVerification: false,
       knownHosts: undefined,
       gitTimeoutMs: 300_000,
+      checkEvents: ['claimed', 'released', 'reclaimed', 'added', 'removed', 'updated'],
+      checkLocks: undefined,
       leaseMs: undefined,
       leaseGraceMs: 300_000,
       reclaimExpired: false,
@@ -403,6 +407,38 @@ describe('check request', () => {
       'invalid payload (version.ref must be a string)',
     ]);
   });
+
+  it('takes check_events and check_locks, once each and in the order given', async () => {
+    const { request, warnings } = await parseCheckRequest(
+      JSON.stringify({
+        source: {
+          ...MINIMAL,
+          check_events: ['released', 'reclaimed', 'released'],
+          check_locks: ['env-*', 'db'],
+        },
+      }),
+    );
+    expect(warnings).toEqual([]);
+    expect(request.source.checkEvents).toEqual(['released', 'reclaimed']);
+    expect(request.source.checkLocks).toEqual(['env-*', 'db']);
+  });
+
+  it('reports a bad check_events beside every other problem, one line each', async () => {
+    expect(
+      await problems(parseCheckRequest, {
+        source: { ...MINIMAL, branch: '', check_events: ['Released', 7], check_locks: 'x' },
+      }),
+    ).toEqual([
+      'invalid payload (missing branch)',
+      'invalid payload (check_events must be a list of events: claimed, released, reclaimed, added, removed, updated)',
+      'invalid payload (check_locks must be a list of lock names or globs such as "env-*")',
+    ]);
+    expect(
+      await problems(parseCheckRequest, { source: { ...MINIMAL, check_events: ['Released'] } }),
+    ).toEqual([
+      'invalid payload (check_events: unknown event "Released" (did you mean "released"?); the events are claimed, released, reclaimed, added, removed, updated)',
+    ]);
+  });
 });
 
 describe('in request', () => {
@@ -539,11 +575,44 @@ describe('out request', () => {
 
   it.each([
     [{ acquire: 'yes' }, 'invalid payload (acquire must be true or false)'],
-    [{ claim: 7 }, 'invalid payload (claim must be a lock name)'],
+    [{ claim: 7 }, 'invalid payload (claim must be a lock name or a list of them)'],
     [{ release: true }, 'invalid payload (release must be the name of a step folder)'],
     [{ add: ['a'] }, 'invalid payload (add must be the name of a step folder)'],
     [{ update: 'a\u0000b' }, 'invalid payload (update: step folder contains a NUL character)'],
   ])('names the param with the wrong type: %j', async (params, line) => {
+    expect(await problems(parseOutRequest, out(MINIMAL, params))).toEqual([line]);
+  });
+
+  it('takes count with acquire, and a list of names for claim', async () => {
+    expect(
+      (await parseOutRequest(out(MINIMAL, { acquire: true, count: 3 }))).request.operation,
+    ).toEqual({ kind: 'acquire', count: 3 });
+    expect((await parseOutRequest(out(MINIMAL, { claim: ['a', 'b'] }))).request.operation).toEqual({
+      kind: 'claim',
+      name: 'a',
+      names: ['a', 'b'],
+    });
+    // A list of one is a claim of that lock, as the reference's claim is.
+    expect((await parseOutRequest(out(MINIMAL, { claim: ['a'] }))).request.operation).toEqual({
+      kind: 'claim',
+      name: 'a',
+    });
+  });
+
+  it.each([
+    [{ acquire: true, count: 0 }, 'invalid payload (count must be a whole number from 1 to 100)'],
+    [{ acquire: true, count: 1.5 }, 'invalid payload (count must be a whole number from 1 to 100)'],
+    [{ acquire: true, count: '2' }, 'invalid payload (count must be a whole number from 1 to 100)'],
+    [{ acquire: true, count: 101 }, 'invalid payload (count must be a whole number from 1 to 100)'],
+    [{ claim: 'a', count: 2 }, 'invalid payload (count goes with acquire: true only)'],
+    [{ claim: [] }, 'invalid payload (claim must not be an empty list)'],
+    [{ claim: ['a', 'a'] }, 'invalid payload (claim lists "a" more than once)'],
+    [
+      { claim: ['a', '../b'] },
+      'invalid payload (claim: lock name "../b" contains a path separator)',
+    ],
+    [{ claim: ['a', 7] }, 'invalid payload (claim must be a lock name or a list of them)'],
+  ])('refuses a bad count or claim list: %j', async (params, line) => {
     expect(await problems(parseOutRequest, out(MINIMAL, params))).toEqual([line]);
   });
 

@@ -54,7 +54,14 @@ describe('waiting line refs', () => {
     const prefix = linePrefix('master', 'envs');
     const mine = entry(1767225600123, '0f3e9a', 1_000);
     expect(parseEntryRef(prefix, entryRef(prefix, mine))).toEqual(mine);
+    // A put for several locks says how many; a put for one names none (as before counts).
+    const several = { ...mine, count: 3 };
+    expect(entryRef(prefix, several)).toBe(`${prefix}1767225600123-1000-0f3e9a-3`);
+    expect(parseEntryRef(prefix, entryRef(prefix, several))).toEqual(several);
+    expect(entryRef(prefix, { ...mine, count: 1 })).toBe(entryRef(prefix, mine));
     for (const other of [
+      `${prefix}1767225600123-1000-abc-0`,
+      `${prefix}1767225600123-1000-abc-12345`,
       `${prefix}1767225600123-1000`,
       `${prefix}1767225600123-1000-ABC`,
       `${prefix}x-1000-abc`,
