@@ -375,3 +375,60 @@ describe('pool release of a leased claim', () => {
     expect((await repo.state('pool')).unclaimed).toContain('lock-a');
   });
 });
+
+describe('leases on several locks at once', () => {
+  it('renew of a set’s folder renews every lock in one push; one released and claimed again fences the set’s release', async () => {
+    const taken = succeeded(await put({ acquire: true, count: 2 }, SHORT)) as {
+      version: { ref: string };
+    };
+    const src = await scratchDir('pool-build-');
+    succeeded(
+      await runCommand('in', {
+        stdin: { source: source(SHORT), version: taken.version },
+        args: [join(src, 'lock')],
+      }),
+    );
+    expect(await readFile(join(src, 'lock', 'lease_expires'), 'utf8')).toMatch(/^\d{4}-.*Z\n$/);
+    const before = await pushes();
+    const renewed = succeeded(
+      await runCommand('out', {
+        stdin: { source: source(SHORT), params: { renew: 'lock', lease: '1h' } },
+        args: [src],
+      }),
+    ) as { version: { ref: string } };
+    expect(renewed.version.ref).toBe(taken.version.ref);
+    expect(await pushes()).toBe(before + 1);
+    expect((await repo.subjects()).slice(0, 2).sort()).toEqual([
+      'renewing: lock-a',
+      'renewing: lock-b',
+    ]);
+
+    // Both leases now run an hour: nothing to reap. A person reclaims one by hand.
+    const flags = ['--uri', daemon.url(repo.bare), '--branch', repo.branch, '--pool', 'pool'];
+    succeeded(await reap());
+    expect((await repo.state('pool')).claimed).toEqual(['lock-a', 'lock-b', 'lock-ref']);
+    const forced = await runScript('pool', '', {
+      args: ['release', 'lock-b', '--force', ...flags],
+    });
+    expect(forced.code, forced.stderr).toBe(0);
+    succeeded(await put({ claim: 'lock-b' }));
+    const tip = await repo.tip();
+    const result = await runCommand('out', {
+      stdin: { source: source(), params: { release: 'lock' } },
+      args: [src],
+    });
+    refused(result, /^error: lock lock-b is no longer held by this claim \(claimed since .* by /m);
+    expect(await repo.tip()).toBe(tip);
+  });
+
+  it('an acquire of two with reclaim_expired takes the unclaimed one and reclaims one expired', async () => {
+    const expiring = await claim('lock-a');
+    await pastLease(expiring.lease);
+    const result = await put({ acquire: true, count: 2, reclaim_expired: true }, SHORT);
+    succeeded(result);
+    const subjects = (await repo.subjects()).slice(0, 3);
+    expect(subjects[2]).toBe('unclaiming: lock-a');
+    expect(subjects.slice(0, 2).sort()).toEqual(['claiming: lock-a', 'claiming: lock-b']);
+    expect((await repo.state('pool')).claimed).toEqual(['lock-a', 'lock-b', 'lock-ref']);
+  });
+});
