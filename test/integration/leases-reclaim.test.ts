@@ -432,3 +432,56 @@ describe('leases on several locks at once', () => {
     expect((await repo.state('pool')).claimed).toEqual(['lock-a', 'lock-b', 'lock-ref']);
   });
 });
+
+describe('leases as other readers see them', () => {
+  it('check with check_events [reclaimed] reports the reap’s commit, and never a renewal', async () => {
+    const held = await claim('lock-a');
+    succeeded(
+      await runCommand('out', {
+        stdin: { source: source(SHORT), params: { renew: 'lock', lease: '1s' } },
+        args: [held.src],
+      }),
+    );
+    const renewal = (
+      await git(
+        repo.bare,
+        'log',
+        '-1',
+        '--format=%(trailers:key=Lease-Expires,valueonly)',
+        repo.branch,
+      )
+    ).trim();
+    await pastLease(renewal);
+    const reaped = succeeded(await reap()) as { version: { ref: string } };
+    const check = await runCommand('check', {
+      stdin: { source: source({ check_events: ['reclaimed'] }), version: { ref: held.ref } },
+    });
+    expect(JSON.parse(check.stdout)).toEqual([{ ref: reaped.version.ref }]);
+  });
+
+  it('pool report --json gives a holder’s lease as last renewed', async () => {
+    const held = await claim('lock-a');
+    succeeded(
+      await runCommand('out', {
+        stdin: { source: source(SHORT), params: { renew: 'lock', lease: '2h' } },
+        args: [held.src],
+      }),
+    );
+    const renewal = (
+      await git(
+        repo.bare,
+        'log',
+        '-1',
+        '--format=%(trailers:key=Lease-Expires,valueonly)',
+        repo.branch,
+      )
+    ).trim();
+    const flags = ['--uri', daemon.url(repo.bare), '--branch', repo.branch, '--pool', 'pool'];
+    const report = await runScript('pool', '', { args: ['report', '--json', ...flags] });
+    expect(report.code, report.stderr).toBe(0);
+    const figures = JSON.parse(report.stdout) as {
+      locks: { name: string; lease_expires?: string }[];
+    };
+    expect(figures.locks.find((lock) => lock.name === 'lock-a')?.lease_expires).toBe(renewal);
+  });
+});

@@ -76,6 +76,18 @@ describe('a claim with a lease', () => {
     );
   });
 
+  it('pool claim --lease records it too', async () => {
+    const flags = ['--uri', daemon.url(repo.bare), '--branch', repo.branch, '--pool', 'pool'];
+    const result = await runScript('pool', '', {
+      args: ['claim', 'lock-a', '--lease', '30m', ...flags],
+    });
+    expect(result.code, result.stderr).toBe(0);
+    const recorded = await trailers(await repo.tip());
+    expect(Date.parse(recorded['Lease-Expires']!) - Date.parse(recorded['Claimed-At']!)).toBe(
+      30 * 60_000,
+    );
+  });
+
   it('has no Lease-Expires without a lease, as before', async () => {
     const { version } = succeeded(await put({ acquire: true })) as { version: { ref: string } };
     expect(await trailers(version.ref)).not.toHaveProperty('Lease-Expires');
