@@ -1,9 +1,10 @@
 // What each `out` operation does to a pool, as a pure decision over the pool's state: commit a
 // change, report what it observed, wait, or fail. No git, no clocks: table-tested on its own.
+import type { LockFilter } from '../base/lock-match.js';
 import type { Change, PoolState } from './pool-state.js';
 
 export type ResolvedOperation =
-  | { kind: 'acquire' }
+  | { kind: 'acquire'; filter?: LockFilter }
   | { kind: 'claim' | 'release' | 'remove' | 'check' | 'check_unclaimed'; name: string }
   | { kind: 'add' | 'add_claimed' | 'update'; name: string; metadata: Buffer };
 
