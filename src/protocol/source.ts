@@ -1,6 +1,7 @@
 // `source`: the lock repository and how to reach it, parsed into a typed, fully defaulted value
 // (durations in milliseconds, credentials moved out of the URI), every problem named at once.
 import * as z from 'zod';
+import type { MetadataMatch } from '../base/lock-match.js';
 import { poolNameProblem, printable } from '../base/lock-name.js';
 import { decodeUserinfo, displayUri, uriCredentials } from '../base/logger.js';
 import { parseKnownHosts } from '../transport/known-hosts.js';
@@ -9,6 +10,8 @@ import { gitConfigKeyProblem } from './git-config-keys.js';
 import {
   duration,
   issueLines,
+  matchField,
+  matchNameField,
   optionalBoolean,
   optionalString,
   requiredString,
@@ -40,6 +43,9 @@ export interface Source {
   skipSslVerification: boolean;
   knownHosts?: string;
   gitTimeoutMs: number;
+  /** The default `match` and `match_name` of this resource's acquires (SPEC §12). */
+  match?: MetadataMatch;
+  matchName?: string;
 }
 
 const PROXY_PORT_PROBLEM = 'invalid payload (https_tunnel.proxy_port must be a port number)';
@@ -127,6 +133,8 @@ const SOURCE_SHAPE = {
   skip_ssl_verification: optionalBoolean('skip_ssl_verification'),
   known_hosts: optionalString('known_hosts'),
   git_timeout: duration('git_timeout', { allowZero: false }).nullish(),
+  match: matchField('match'),
+  match_name: matchNameField('match_name'),
 };
 
 const sourceSchema = z
@@ -152,6 +160,8 @@ const sourceSchema = z
     skipSslVerification: raw.skip_ssl_verification,
     knownHosts: raw.known_hosts,
     gitTimeoutMs: raw.git_timeout ?? DEFAULT_GIT_TIMEOUT_MS,
+    ...(raw.match === undefined ? {} : { match: raw.match }),
+    ...(raw.match_name === undefined ? {} : { matchName: raw.match_name }),
   }));
 
 /**
