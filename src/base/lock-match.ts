@@ -1,7 +1,6 @@
-// Choosing locks by their metadata and name (`match`, `match_name`): a lock file read as YAML (so
-// JSON too) into a map, and the test of a map and a name against the filter. Pure: the policy
-// applies it to the candidates, the repository reads and caches the files.
-import { parse } from 'yaml';
+// Choosing locks by their metadata and name (`match`, `match_name`): the filter a request asks for,
+// and the test of a lock's name and its file (read by lock-metadata.ts) against it. Pure: the
+// policy applies it to the candidates, the repository reads and caches the files.
 import { globMatcher } from './glob.js';
 import { printable } from './lock-name.js';
 
@@ -15,7 +14,7 @@ export interface LockFilter {
   matchName?: string;
 }
 
-/** A lock file read for matching: a map, or why it can never match. */
+/** A lock file read for matching (lock-metadata.ts): a map, or why it can never match. */
 export type LockMetadata =
   { kind: 'map'; map: ReadonlyMap<unknown, unknown> } | { kind: 'unreadable'; why: string };
 
@@ -24,12 +23,6 @@ export type LockMetadata =
  * (protocol/step-folder.ts, MAX_STEP_FILE_BYTES), so whatever `add` and `update` can write.
  */
 export const MAX_MATCHED_FILE_BYTES = 1024 * 1024;
-
-/**
- * The most aliases a lock file may use: a few nested anchors expand exponentially (the "billion
- * laughs"); a hand-written lock file uses a handful.
- */
-const MAX_ALIAS_COUNT = 100;
 
 /** A filter from the request's fields, or undefined when it chooses nothing (`match: {}`). */
 export function lockFilter(
@@ -42,43 +35,6 @@ export function lockFilter(
     ...(metadata === undefined ? {} : { match: metadata }),
     ...(matchName === undefined ? {} : { matchName }),
   };
-}
-
-/**
- * Reads a lock file as YAML 1.2 with every scalar a string (the failsafe schema): `size: 2` is
- * "2" and `version: 1.10` stays "1.10", as written. Never throws: a file that is too large, not
- * UTF-8, not YAML, or not a map is `unreadable`.
- */
-export function readLockMetadata(bytes: Buffer): LockMetadata {
-  if (bytes.length > MAX_MATCHED_FILE_BYTES)
-    return { kind: 'unreadable', why: `larger than ${MAX_MATCHED_FILE_BYTES} bytes` };
-  let text: string;
-  try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
-  } catch {
-    return { kind: 'unreadable', why: 'not UTF-8' };
-  }
-  let value: unknown;
-  try {
-    value = parse(text, {
-      schema: 'failsafe',
-      mapAsMap: true,
-      maxAliasCount: MAX_ALIAS_COUNT,
-      // yaml 2.9 checks keys for duplicates pairwise: a 1 MiB file of keys took minutes (and
-      // blocked every signal), without the check 1.6 s. A key given twice: the last one holds.
-      uniqueKeys: false,
-      // The pretty message compiles a regular expression from the context: on a line of 20,000
-      // `[` V8 ran out of memory and aborted the process.
-      prettyErrors: false,
-      // Errors are thrown (and caught here); warnings (unknown tags) would go to stderr.
-      logLevel: 'error',
-    });
-  } catch {
-    // Any error: a syntax error, an alias bomb, a nesting deep enough to exhaust the stack.
-    return { kind: 'unreadable', why: 'not YAML or JSON' };
-  }
-  if (!(value instanceof Map)) return { kind: 'unreadable', why: 'not a map' };
-  return { kind: 'map', map: value };
 }
 
 /** Whether the lock's name passes `match_name` (true when there is none). */

@@ -4,7 +4,7 @@
 // acquire with `match` ever gets here: one without costs nothing more.
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { Git } from '../git/git.js';
-import { MAX_MATCHED_FILE_BYTES, readLockMetadata, type LockMetadata } from '../base/lock-match.js';
+import { MAX_MATCHED_FILE_BYTES, type LockMetadata } from '../base/lock-match.js';
 
 export class LockFiles {
   /** Parsed lock files by blob id (a blob id names its bytes: never stale). */
@@ -43,6 +43,7 @@ export class LockFiles {
       else small.push(id);
     }
     if (small.length === 0) return;
+    const { readLockMetadata } = await import('../base/lock-metadata.js');
     const contents = parseBatch(
       await this.git.catFile(['--batch'], { cwd: this.gitDir, input: lines(small) }),
       true,

@@ -9,6 +9,7 @@ import { createLockRepo, git, type LockRepo, type PoolSeed } from '../helpers/lo
 import { runScript, startScript } from '../helpers/run-script.js';
 import { buildFolder, lockResponse, otherClone, refused, succeeded } from '../helpers/steps.js';
 import { source } from '../helpers/source.js';
+import { stop } from '../helpers/stopping.js';
 
 let repo: LockRepo | undefined;
 let daemon: GitDaemon | undefined;
@@ -100,6 +101,18 @@ describe('out acquire with match', () => {
     const result = await run.done;
     expect(succeeded(result)).toEqual(lockResponse(await repo!.tip(), 'eu-1'));
     expect(await repo!.state('pool')).toEqual({ claimed: ['eu-1'], unclaimed: ['us-1'] });
+  });
+
+  it('stops within a second on SIGTERM while it waits, committing nothing', async () => {
+    await served({ claimed: { 'eu-1': 'region: eu\n' }, unclaimed: { 'us-1': 'region: us\n' } });
+    const before = await refs();
+    const run = await start({ match: { region: 'eu' } }, '8');
+    await run.waitForStderr(/waiting for lock/);
+    const stopped = await stop(run, 'SIGTERM');
+    expect(stopped.code).toBe(143);
+    expect(stopped.stdout).toBe('');
+    expect(stopped.eofAfterSignal).toBeLessThan(1000);
+    expect(await refs()).toBe(before);
   });
 
   it('fails at once when no lock of the pool matches, claimed or not, with nothing committed', async () => {

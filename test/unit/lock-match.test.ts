@@ -5,9 +5,9 @@ import {
   lockFilter,
   metadataMatches,
   nameMatches,
-  readLockMetadata,
   type MetadataMatch,
 } from '../../src/base/lock-match.js';
+import { readLockMetadata } from '../../src/base/lock-metadata.js';
 import { MAX_STEP_FILE_BYTES } from '../../src/protocol/step-folder.js';
 
 const match = (entries: Record<string, string | string[]>): MetadataMatch =>

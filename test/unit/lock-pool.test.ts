@@ -9,7 +9,8 @@ import {
   describeError,
 } from '../../src/base/errors.js';
 import type { PushOutcome } from '../../src/git/push-outcome.js';
-import { readLockMetadata, type LockMetadata } from '../../src/base/lock-match.js';
+import type { LockMetadata } from '../../src/base/lock-match.js';
+import { readLockMetadata } from '../../src/base/lock-metadata.js';
 import { LockPool, type PoolReporter } from '../../src/lock/lock-pool.js';
 import type { Claim, LockStore } from '../../src/lock/lock-store.js';
 import { releaseAbandonedClaim, type PendingClaim } from '../../src/lock/pending-claims.js';
