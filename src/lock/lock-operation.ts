@@ -1,10 +1,11 @@
 // What each `out` operation does to a pool, as a pure decision over the pool's state: commit a
 // change, report what it observed, wait, or fail. No git, no clocks: table-tested on its own.
+import type { LockFilter } from '../base/lock-match.js';
 import type { Change, PoolState } from './pool-state.js';
 
 export type ResolvedOperation =
-  /** `count` distinct locks, all or none (default 1). */
-  | { kind: 'acquire'; count?: number }
+  /** `count` distinct locks, all or none (default 1); only among those `filter` lets through. */
+  | { kind: 'acquire'; count?: number; filter?: LockFilter }
   /**
    * `names`, when given, is the whole set (more than one lock, `name` its first): claimed all or
    * none, released all in one push.

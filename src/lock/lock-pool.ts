@@ -6,6 +6,7 @@ import { PUSH_GRACE_MS } from '../base/stop-budget.js';
 import { LineMember } from './line-member.js';
 import { decide, freeLocks, type CommitStep, type ResolvedOperation } from './lock-operation.js';
 import type { Claim, LockStore, PushOutcome } from './lock-store.js';
+import { matchingPool, matchingWaitReason } from './matching-locks.js';
 import { PendingClaims, type PendingClaim } from './pending-claims.js';
 import { retry, type Attempt, type Clock } from './retry.js';
 import { POLL_FLOOR_MS, pollMs, type WaitingEntry } from './waiting-line.js';
@@ -84,7 +85,9 @@ export class LockPool {
   async run(operation: ResolvedOperation): Promise<Outcome> {
     const started = this.clock.now();
     const { lineToken, pool, retryDelayMs } = this.options;
-    if (operation.kind === 'acquire' && lineToken !== undefined) {
+    // A put that wants only some locks stays out of the line: in it, it would hold back the
+    // locks it does not want from the puts behind it (it polls, as the reference does).
+    if (operation.kind === 'acquire' && lineToken !== undefined && !operation.filter) {
       this.line = new LineMember(this.store, this.clock, {
         pool,
         retryDelayMs,
@@ -119,7 +122,12 @@ export class LockPool {
       const names = landed.locks.map(({ name }) => name);
       return { kind: 'done', value: { ref: landed.locks.at(-1)!.commit, name: names[0]!, names } };
     }
-    const state = await this.store.pool();
+    const filter = operation.kind === 'acquire' ? operation.filter : undefined;
+    let state = await this.store.pool();
+    if (filter)
+      state = await matchingPool(state, filter, this.options.pool, (names) =>
+        this.store.metadata(names),
+      );
     const line = this.line?.active ? this.line : undefined;
     let pick = () => this.clock.random();
     if (line) {
@@ -154,7 +162,10 @@ export class LockPool {
         if (line && operation.kind === 'acquire' && (await line.waitFor(decision, tip))) {
           await this.waitInLine(line, tip, decision.reason, decision.wanted, started);
         } else {
-          await this.waitForChange(tip, decision.reason, decision.wanted, started);
+          const reason = filter
+            ? matchingWaitReason(filter, state, this.options.pool)
+            : decision.reason;
+          await this.waitForChange(tip, reason, decision.wanted, started);
         }
         return { kind: 'waited' };
       case 'commit':

@@ -3,8 +3,17 @@
 // is source.ts's.
 import * as z from 'zod';
 import { ConfigurationError } from '../base/errors.js';
+import { lockFilter, type LockFilter } from '../base/lock-match.js';
 import { lockNameProblem, printable } from '../base/lock-name.js';
-import { capped, duration, issueLines, MAX_LINES, unknownKeys } from './payload-fields.js';
+import {
+  capped,
+  duration,
+  issueLines,
+  matchField,
+  matchNameField,
+  MAX_LINES,
+  unknownKeys,
+} from './payload-fields.js';
 import { parseSource, type Source } from './source.js';
 
 export { isSshUri, type GitConfigEntry, type Source } from './source.js';
@@ -13,7 +22,7 @@ export type StepOperationKind =
   'release' | 'add' | 'add_claimed' | 'remove' | 'update' | 'check' | 'check_unclaimed';
 
 export type OutOperation =
-  | { kind: 'acquire'; count?: number }
+  | { kind: 'acquire'; count?: number; filter?: LockFilter }
   /** `names`: every lock of a `claim` list (more than one), `name` its first. */
   | { kind: 'claim'; name: string; names?: string[] }
   | { kind: StepOperationKind; step: string };
@@ -142,6 +151,8 @@ const outParamsShape = {
   check: stepParam('check'),
   check_unclaimed: stepParam('check_unclaimed'),
   wait_timeout: duration('wait_timeout', { allowZero: false }).nullish(),
+  match: matchField('match'),
+  match_name: matchNameField('match_name'),
 };
 
 const outSchema = z.looseObject({
@@ -268,13 +279,21 @@ export async function parseOutRequest(text: string): Promise<Parsed<OutRequest>>
       );
     } else {
       operation = toOperation(chosen[0]!, params, problems);
+      const filters = (['match', 'match_name'] as const).filter((key) => params[key] !== undefined);
+      if (chosen[0] !== 'acquire' && filters.length > 0)
+        problems.push(
+          `invalid payload (${filters.join(' and ')} ${filters.length === 1 ? 'chooses' : 'choose'} the lock of an acquire; ${chosen[0]} names its lock)`,
+        );
     }
   }
   return finish(
     problems,
     () => ({
       source: source!,
-      operation: operation!,
+      operation:
+        operation!.kind === 'acquire'
+          ? acquiring(envelope.data!.params ?? {}, source!)
+          : operation!,
       waitTimeoutMs: envelope.data!.params?.wait_timeout ?? undefined,
     }),
     unknown,
@@ -283,13 +302,23 @@ export async function parseOutRequest(text: string): Promise<Parsed<OutRequest>>
 
 type OutParams = z.infer<z.ZodObject<typeof outParamsShape>>;
 
+/** An acquire and its filter: `match` and `match_name` in params each replace the source's. */
+function acquiring(params: Partial<OutParams>, source: Source): OutOperation {
+  const filter = lockFilter(params.match ?? source.match, params.match_name ?? source.matchName);
+  return {
+    kind: 'acquire',
+    ...(params.count == null ? {} : { count: params.count }),
+    ...(filter ? { filter } : {}),
+  };
+}
+
 function toOperation(
   key: (typeof OPERATION_KEYS)[number],
   params: Partial<OutParams>,
   problems: string[],
 ): OutOperation | undefined {
-  if (key === 'acquire')
-    return params.count == null ? { kind: 'acquire' } : { kind: 'acquire', count: params.count };
+  // Its count and filter are added once the source is known (see acquiring).
+  if (key === 'acquire') return { kind: 'acquire' };
   if (key === 'claim') {
     const claim = params.claim!;
     const names = typeof claim === 'string' ? [claim] : claim;

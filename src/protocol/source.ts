@@ -1,6 +1,7 @@
 // `source`: the lock repository and how to reach it, parsed into a typed, fully defaulted value
 // (durations in milliseconds, credentials moved out of the URI), every problem named at once.
 import * as z from 'zod';
+import type { MetadataMatch } from '../base/lock-match.js';
 import { poolNameProblem, printable } from '../base/lock-name.js';
 import { POOL_EVENTS, type PoolEvent } from '../base/pool-event.js';
 import { decodeUserinfo, displayUri, uriCredentials } from '../base/logger.js';
@@ -11,6 +12,8 @@ import { gitConfigKeyProblem } from './git-config-keys.js';
 import {
   duration,
   issueLines,
+  matchField,
+  matchNameField,
   optionalBoolean,
   optionalString,
   requiredString,
@@ -46,6 +49,9 @@ export interface Source {
   checkEvents: PoolEvent[];
   /** Globs on the lock names whose commits `check` reports; undefined for every lock. */
   checkLocks?: string[];
+  /** The default `match` and `match_name` of this resource's acquires (SPEC §12). */
+  match?: MetadataMatch;
+  matchName?: string;
 }
 
 const EVENT_NAMES = POOL_EVENTS.join(', ');
@@ -137,6 +143,8 @@ const SOURCE_SHAPE = {
   git_timeout: duration('git_timeout', { allowZero: false }).nullish(),
   check_events: checkEvents(),
   check_locks: checkLocks(),
+  match: matchField('match'),
+  match_name: matchNameField('match_name'),
 };
 
 const sourceSchema = z
@@ -164,6 +172,8 @@ const sourceSchema = z
     gitTimeoutMs: raw.git_timeout ?? DEFAULT_GIT_TIMEOUT_MS,
     checkEvents: raw.check_events ?? [...POOL_EVENTS],
     checkLocks: raw.check_locks ?? undefined,
+    ...(raw.match === undefined ? {} : { match: raw.match }),
+    ...(raw.match_name === undefined ? {} : { matchName: raw.match_name }),
   }));
 
 /** `check_events`: a list of event names, each known (a misspelling is named with its fix). */
