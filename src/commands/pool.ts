@@ -7,6 +7,7 @@ import { commitMessage, type BuildInfo } from '../protocol/build-info.js';
 import type { CommandContext } from '../run/context.js';
 import { parseGoDuration } from '../base/duration.js';
 import { ConfigurationError, formatMs } from '../base/errors.js';
+import { lockFilter } from '../base/lock-match.js';
 import type { Git } from '../git/git.js';
 import {
   LockHolders,
@@ -75,17 +76,20 @@ export async function runPool(ctx: CommandContext): Promise<string> {
         ? `${JSON.stringify(reapResponse(outcome.ref, invocation.dryRun ? [] : outcome.names, source.pool))}\n`
         : '';
     }
+    case 'acquire':
     case 'claim':
     case 'release':
     case 'remove':
     case 'add':
     case 'update': {
       const operation: ResolvedOperation =
-        invocation.kind === 'add'
-          ? { kind: invocation.claimed ? 'add_claimed' : 'add', name: invocation.name, metadata }
-          : invocation.kind === 'update'
-            ? { kind: 'update', name: invocation.name, metadata }
-            : { kind: invocation.kind, name: invocation.name };
+        invocation.kind === 'acquire'
+          ? acquiring(invocation, source)
+          : invocation.kind === 'add'
+            ? { kind: invocation.claimed ? 'add_claimed' : 'add', name: invocation.name, metadata }
+            : invocation.kind === 'update'
+              ? { kind: 'update', name: invocation.name, metadata }
+              : { kind: invocation.kind, name: invocation.name };
       const session = { git, home: environment.home };
       // Whose claim a release ends, looked up before it is gone from the tip.
       const ended =
@@ -104,6 +108,19 @@ export async function runPool(ctx: CommandContext): Promise<string> {
       return printed;
     }
   }
+}
+
+/** An acquire and its filter: each of --match and --match-name replaces the source file's. */
+function acquiring(invocation: Run, source: Source): ResolvedOperation {
+  const filter = lockFilter(
+    invocation.match ?? source.match,
+    invocation.matchName ?? source.matchName,
+  );
+  // reclaim_expired from the --source file, as for a put of that resource.
+  const reclaimExpired = source.reclaimExpired ? { reclaimExpired: true } : {};
+  return filter
+    ? { kind: 'acquire', filter, ...reclaimExpired }
+    : { kind: 'acquire', ...reclaimExpired };
 }
 
 /** Who a claim made by hand belongs to: `$USER@HOSTNAME` unless --by says otherwise. */

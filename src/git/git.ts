@@ -1,7 +1,7 @@
 // Runs one git command through simple-git with the request's environment, the run's cancellation
 // signal and a per-command time limit. Every git invocation of the resource goes through here.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { GitPluginError, simpleGit, type SimpleGitOptions } from 'simple-git';
+import { GitPluginError, simpleGit, type SimpleGit, type SimpleGitOptions } from 'simple-git';
 import {
   AccessError,
   CancelledError,
@@ -37,6 +37,22 @@ export class Git {
   ) {}
 
   async run(args: readonly string[], options: GitRunOptions = {}): Promise<string> {
+    return this.execute(args, options, (git) => git.raw([...args]));
+  }
+
+  /**
+   * `git cat-file ARGS` with its output as bytes: lock files are free-form bytes, which text
+   * output would mangle wherever they are not UTF-8 (and `--batch` counts its sizes in bytes).
+   */
+  async catFile(args: readonly string[], options: GitRunOptions = {}): Promise<Buffer> {
+    return this.execute(['cat-file', ...args], options, (git) => git.binaryCatFile([...args]));
+  }
+
+  private async execute<T>(
+    args: readonly string[],
+    options: GitRunOptions,
+    task: (git: SimpleGit) => Promise<T>,
+  ): Promise<T> {
     const parent = options.signal ?? this.signal;
     if (parent.aborted) throw new CancelledError(parent.reason);
     const timeout = AbortSignal.timeout(this.timeoutMs);
@@ -74,9 +90,7 @@ export class Git {
     };
     signal.addEventListener('abort', stopProcesses, { once: true });
     try {
-      const output = await simpleGit(gitOptions)
-        .env(this.environment.env)
-        .raw([...args]);
+      const output = await task(simpleGit(gitOptions).env(this.environment.env));
       if (REMOTE_COMMANDS.has(args[0] ?? '')) this.reachedRemote = true;
       return output;
     } catch (error) {

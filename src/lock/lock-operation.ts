@@ -1,5 +1,6 @@
 // What each `out` operation does to a pool, as a pure decision over the pool's state: commit a
 // change, report what it observed, wait, or fail. No git, no clocks: table-tested on its own.
+import type { LockFilter } from '../base/lock-match.js';
 import { expiredClaims, reclaimStep, renewStep, type Leases, type Reclaim } from './leases.js';
 import type { Change, ClaimFacts, PoolState, ReclaimFacts } from './pool-state.js';
 
@@ -10,8 +11,11 @@ import type { Change, ClaimFacts, PoolState, ReclaimFacts } from './pool-state.j
  * (`olderThanMs`: claims without a lease older than that too), or only lists them (`dryRun`).
  */
 export type ResolvedOperation =
-  /** `count` distinct locks, all or none (default 1). */
-  | { kind: 'acquire'; count?: number; reclaimExpired?: boolean }
+  /**
+   * `count` distinct locks, all or none (default 1); only among those `filter` lets through;
+   * `reclaimExpired`: expired ones count as free when too few are unclaimed (SPEC §10).
+   */
+  | { kind: 'acquire'; count?: number; filter?: LockFilter; reclaimExpired?: boolean }
   /** `names`: every lock of a set got together (SPEC §11), `name` its first: all renewed. */
   | { kind: 'renew'; name: string; names?: readonly string[]; token?: string; leaseMs: number }
   | { kind: 'reap'; dryRun?: boolean; olderThanMs?: number }

@@ -14,6 +14,7 @@ import {
 import { expiredClaims, nextExpiry, type Leases, type Reclaim } from './leases.js';
 import type { PoolState } from './pool-state.js';
 import type { Claim, LockStore, PushOutcome } from './lock-store.js';
+import { matchingPool, matchingWaitReason } from './matching-locks.js';
 import { PendingClaims, type PendingClaim } from './pending-claims.js';
 import { retry, type Attempt, type Clock } from './retry.js';
 import { POLL_FLOOR_MS, pollMs, type WaitingEntry } from './waiting-line.js';
@@ -101,7 +102,9 @@ export class LockPool {
   async run(operation: ResolvedOperation): Promise<Outcome> {
     const started = this.clock.now();
     const { lineToken, pool, retryDelayMs } = this.options;
-    if (operation.kind === 'acquire' && lineToken !== undefined) {
+    // A put that wants only some locks stays out of the line: in it, it would hold back the
+    // locks it does not want from the puts behind it (it polls, as the reference does).
+    if (operation.kind === 'acquire' && lineToken !== undefined && !operation.filter) {
       this.line = new LineMember(this.store, this.clock, {
         pool,
         retryDelayMs,
@@ -136,11 +139,17 @@ export class LockPool {
       const names = landed.locks.map(({ name }) => name);
       return { kind: 'done', value: { ref: landed.locks.at(-1)!.commit, name: names[0]!, names } };
     }
-    const state = await this.store.pool();
+    const filter = operation.kind === 'acquire' ? operation.filter : undefined;
+    let state = await this.store.pool();
     const fenced = await this.fence(operation, state);
     if (fenced === 'moved')
       return { kind: 'conflict', name: 'name' in operation ? operation.name : '' };
     if (fenced !== undefined) throw new OperationError(fenced);
+    if (filter)
+      state = await matchingPool(state, filter, this.options.pool, (names) =>
+        this.store.metadata(names),
+      );
+    // With a filter, only matching locks: an expired lock that does not match is not free either.
     const leases = await this.leases(operation, state);
     if (leases === 'moved')
       return { kind: 'conflict', name: 'name' in operation ? operation.name : '' };
@@ -191,7 +200,10 @@ export class LockPool {
         if (line && operation.kind === 'acquire' && (await line.waitFor(decision, tip))) {
           await this.waitInLine(line, tip, decision.reason, decision.wanted, started, until);
         } else {
-          await this.waitForChange(tip, decision.reason, decision.wanted, started, until);
+          const reason = filter
+            ? matchingWaitReason(filter, state, this.options.pool)
+            : decision.reason;
+          await this.waitForChange(tip, reason, decision.wanted, started, until);
         }
         return { kind: 'waited' };
       }

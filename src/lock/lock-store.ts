@@ -1,5 +1,6 @@
 // The lock policy's view of the git mechanism, in lock vocabulary: what LockPool and the
 // compensating release ask of the branch copy (repo/lock-repository.ts implements it).
+import type { LockMetadata } from '../base/lock-match.js';
 import type { ClaimFacts, LockState, PoolState, Change, ReclaimFacts } from './pool-state.js';
 import type { WaitingEntry } from './waiting-line.js';
 
@@ -27,6 +28,8 @@ export interface LockStore {
   /** Takes entries out of the line: this put's own, or those of puts that are gone. */
   leave(entries: readonly WaitingEntry[], signal?: AbortSignal): Promise<void>;
   pool(): Promise<PoolState>;
+  /** The lock files of these locks as the last `pool()` listed them, read for `match`. */
+  metadata(names: readonly string[]): Promise<Map<string, LockMetadata>>;
   /** Stages a change for a commit of its own. */
   apply(change: Change): Promise<void>;
   /** Whether a staged change changes anything. */

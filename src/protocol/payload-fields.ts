@@ -3,6 +3,7 @@
 // most, unknown fields named with the field they were likely meant to be).
 import * as z from 'zod';
 import { nanosToMs, parseGoDuration } from '../base/duration.js';
+import type { MetadataMatch } from '../base/lock-match.js';
 import { printable } from '../base/lock-name.js';
 import { suggestField } from './field-suggestion.js';
 
@@ -157,4 +158,58 @@ export const MAX_LINES = 20;
 
 export function capped(lines: string[], more: string): string[] {
   return lines.length <= MAX_LINES ? lines : [...lines.slice(0, MAX_LINES), more];
+}
+
+/**
+ * `match`: a map of keys (dotted for nested maps) to a scalar or a list of scalars, any of which
+ * will do; every value becomes the string it is compared as (`2` is "2"). Absent is undefined;
+ * `{}` is an empty map, which in params replaces the source's `match` with none.
+ */
+export function matchField(field: string) {
+  // Optional: zod 4 treats a bare z.unknown() key as required.
+  return z
+    .unknown()
+    .optional()
+    .transform((value, ctx): MetadataMatch | undefined => {
+      if (value === undefined || value === null) return undefined;
+      const problem = (message: string) => {
+        ctx.addIssue({ code: 'custom', message: `invalid payload (${message})` });
+        return z.NEVER;
+      };
+      if (typeof value !== 'object' || Array.isArray(value))
+        return problem(`${field} must be a map of KEY: VALUE, such as {region: eu}`);
+      const match = new Map<string, string[]>();
+      for (const [key, wanted] of Object.entries(value)) {
+        if (key.split('.').some((part) => part === ''))
+          return problem(
+            `${field}: "${printable(key)}" is not a key (a name, or names joined by dots for nested maps)`,
+          );
+        const values = Array.isArray(wanted) ? (wanted as unknown[]) : [wanted];
+        if (!values.every(isScalar))
+          return problem(
+            `${field}.${printable(key)} must be a string, number or boolean, or a list of them`,
+          );
+        if (values.length === 0)
+          return problem(`${field}.${printable(key)} is an empty list: no lock would match it`);
+        match.set(key, values.map(String));
+      }
+      return match;
+    });
+}
+
+function isScalar(value: unknown): value is string | number | boolean {
+  return (
+    typeof value === 'string' ||
+    typeof value === 'boolean' ||
+    (typeof value === 'number' && Number.isFinite(value))
+  );
+}
+
+/** `match_name`: a glob on lock names (`*`, `?`); absent is undefined, empty is a mistake. */
+export function matchNameField(field: string) {
+  return z
+    .string({ error: `invalid payload (${field} must be a glob on lock names, such as "eu-*")` })
+    .min(1, `invalid payload (${field} must not be empty: a glob on lock names, such as "eu-*")`)
+    .nullish()
+    .transform((value) => value ?? undefined);
 }

@@ -3,12 +3,15 @@
 // is source.ts's.
 import * as z from 'zod';
 import { ConfigurationError } from '../base/errors.js';
+import { lockFilter, type LockFilter } from '../base/lock-match.js';
 import { lockNameProblem, printable } from '../base/lock-name.js';
 import {
   capped,
   duration,
   issueLines,
   leaseDuration,
+  matchField,
+  matchNameField,
   MAX_LINES,
   unknownKeys,
 } from './payload-fields.js';
@@ -20,7 +23,7 @@ export type StepOperationKind =
   'release' | 'add' | 'add_claimed' | 'remove' | 'update' | 'check' | 'check_unclaimed' | 'renew';
 
 export type OutOperation =
-  | { kind: 'acquire'; count?: number }
+  | { kind: 'acquire'; count?: number; filter?: LockFilter }
   | { kind: 'reap' }
   /** `names`: every lock of a `claim` list (more than one), `name` its first. */
   | { kind: 'claim'; name: string; names?: string[] }
@@ -158,6 +161,8 @@ const outParamsShape = {
   renew: stepParam('renew'),
   reap: z.boolean({ error: 'invalid payload (reap must be true or false)' }).nullish(),
   wait_timeout: duration('wait_timeout', { allowZero: false }).nullish(),
+  match: matchField('match'),
+  match_name: matchNameField('match_name'),
   lease: leaseDuration('lease', { allowZero: false }).nullish(),
   reclaim_expired: z
     .boolean({ error: 'invalid payload (reclaim_expired must be true or false)' })
@@ -292,6 +297,11 @@ export async function parseOutRequest(text: string): Promise<Parsed<OutRequest>>
       );
     } else {
       operation = toOperation(chosen[0]!, params, problems);
+      const filters = (['match', 'match_name'] as const).filter((key) => params[key] !== undefined);
+      if (chosen[0] !== 'acquire' && filters.length > 0)
+        problems.push(
+          `invalid payload (${filters.join(' and ')} ${filters.length === 1 ? 'chooses' : 'choose'} the lock of an acquire; ${chosen[0]} names its lock)`,
+        );
     }
     problems.push(...leaseProblems(chosen, params));
     if (operation?.kind === 'renew' && params.lease == null && source?.leaseMs === undefined)
@@ -303,7 +313,7 @@ export async function parseOutRequest(text: string): Promise<Parsed<OutRequest>>
       const params = envelope.data!.params;
       return {
         source: source!,
-        operation: operation!,
+        operation: operation!.kind === 'acquire' ? acquiring(params ?? {}, source!) : operation!,
         waitTimeoutMs: params?.wait_timeout ?? undefined,
         leaseMs: params?.lease ?? source!.leaseMs,
         reclaimExpired: params?.reclaim_expired ?? source!.reclaimExpired,
@@ -314,6 +324,16 @@ export async function parseOutRequest(text: string): Promise<Parsed<OutRequest>>
 }
 
 type OutParams = z.infer<z.ZodObject<typeof outParamsShape>>;
+
+/** An acquire and its filter: `match` and `match_name` in params each replace the source's. */
+function acquiring(params: Partial<OutParams>, source: Source): OutOperation {
+  const filter = lockFilter(params.match ?? source.match, params.match_name ?? source.matchName);
+  return {
+    kind: 'acquire',
+    ...(params.count == null ? {} : { count: params.count }),
+    ...(filter ? { filter } : {}),
+  };
+}
 
 /** The lease params mean something only to the operations that take or keep a claim. */
 function leaseProblems(chosen: readonly string[], params: Partial<OutParams>): string[] {
@@ -337,8 +357,8 @@ function toOperation(
   problems: string[],
 ): OutOperation | undefined {
   if (key === 'reap') return { kind: 'reap' };
-  if (key === 'acquire')
-    return params.count == null ? { kind: 'acquire' } : { kind: 'acquire', count: params.count };
+  // Its count and filter are added once the source is known (see acquiring).
+  if (key === 'acquire') return { kind: 'acquire' };
   if (key === 'claim') {
     const claim = params.claim!;
     const names = typeof claim === 'string' ? [claim] : claim;

@@ -1,6 +1,7 @@
 // `source`: the lock repository and how to reach it, parsed into a typed, fully defaulted value
 // (durations in milliseconds, credentials moved out of the URI), every problem named at once.
 import * as z from 'zod';
+import type { MetadataMatch } from '../base/lock-match.js';
 import { poolNameProblem, printable } from '../base/lock-name.js';
 import { POOL_EVENTS, type PoolEvent } from '../base/pool-event.js';
 import { decodeUserinfo, displayUri, uriCredentials } from '../base/logger.js';
@@ -12,6 +13,8 @@ import {
   duration,
   issueLines,
   leaseDuration,
+  matchField,
+  matchNameField,
   optionalBoolean,
   optionalString,
   requiredString,
@@ -50,6 +53,9 @@ export interface Source {
   checkEvents: PoolEvent[];
   /** Globs on the lock names whose commits `check` reports; undefined for every lock. */
   checkLocks?: string[];
+  /** The default `match` and `match_name` of this resource's acquires (SPEC §12). */
+  match?: MetadataMatch;
+  matchName?: string;
   /** The lease of every claim made through this resource (SPEC §10); none when unset. */
   leaseMs?: number;
   /** How long after its lease a claim still counts as held. */
@@ -147,6 +153,8 @@ const SOURCE_SHAPE = {
   git_timeout: duration('git_timeout', { allowZero: false }).nullish(),
   check_events: checkEvents(),
   check_locks: checkLocks(),
+  match: matchField('match'),
+  match_name: matchNameField('match_name'),
   lease: leaseDuration('lease', { allowZero: false }).nullish(),
   // Zero is a choice: clocks known to agree need no room.
   lease_grace: leaseDuration('lease_grace', { allowZero: true }).nullish(),
@@ -178,6 +186,8 @@ const sourceSchema = z
     gitTimeoutMs: raw.git_timeout ?? DEFAULT_GIT_TIMEOUT_MS,
     checkEvents: raw.check_events ?? [...POOL_EVENTS],
     checkLocks: raw.check_locks ?? undefined,
+    ...(raw.match === undefined ? {} : { match: raw.match }),
+    ...(raw.match_name === undefined ? {} : { matchName: raw.match_name }),
     leaseMs: raw.lease ?? undefined,
     leaseGraceMs: raw.lease_grace ?? DEFAULT_LEASE_GRACE_MS,
     reclaimExpired: raw.reclaim_expired,

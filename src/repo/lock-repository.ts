@@ -20,6 +20,8 @@ import {
 } from '../lock/pool-state.js';
 import { LockHolders } from './lock-holders.js';
 import { missingPoolError } from './missing-pool.js';
+import type { LockMetadata } from '../base/lock-match.js';
+import { LockFiles } from './lock-files.js';
 import { entryRef, linePrefix, parseEntryRef, type WaitingEntry } from '../lock/waiting-line.js';
 import { BranchCopy, type Reach } from './branch-copy.js';
 import {
@@ -68,6 +70,8 @@ export class LockRepository {
   private fetchedLine: WaitingEntry[] = [];
   /** The server cannot take an --atomic push: a claim leaves the line in a push of its own. */
   private atomicRefused = false;
+  /** The lock files read for `match` (only an acquire with `match` creates it). */
+  private files: LockFiles | undefined;
   /** The reader of claims (leases, fencing), made when first asked. */
   private claimReader: LockHolders | undefined;
 
@@ -223,6 +227,20 @@ export class LockRepository {
         this.options.branch,
       );
     return { claimed, unclaimed, irregular };
+  }
+
+  /** The lock files of `names` as the last `pool()` listed them (see LockFiles). */
+  async metadata(names: readonly string[]): Promise<Map<string, LockMetadata>> {
+    const ids = new Map<string, string>();
+    for (const name of names) {
+      const entry =
+        this.entries.get(lockPath(this.options.pool, 'unclaimed', name)) ??
+        this.entries.get(lockPath(this.options.pool, 'claimed', name));
+      if (entry) ids.set(name, entry.id);
+    }
+    this.files ??= new LockFiles(this.git, this.options.workdir);
+    const parsed = await this.files.metadata([...ids.values()]);
+    return new Map([...ids].map(([name, id]) => [name, parsed.get(id)!]));
   }
 
   /** Stages one change, for a commit of its own (nothing touches disk until `commit`). */

@@ -1,6 +1,7 @@
 // One operation through the lock policy, as `out` and the pool command both run it: a fresh
 // working copy, progress on stderr, holder records on claims, and the compensating release.
 import { join } from 'node:path';
+import { describeFilter } from '../base/lock-match.js';
 import { runReleasingAbandonedClaim } from './abandoned-claim.js';
 import { commitMessage, type BuildInfo } from '../protocol/build-info.js';
 import type { CommandContext } from './context.js';
@@ -42,7 +43,8 @@ export async function runLockOperation(
     branch: source.branch,
     pool: source.pool,
     workdir: join(home, 'repository'),
-    line: operation.kind === 'acquire',
+    // A put with a filter waits outside the line (see LockPool.run): it needs no line refs.
+    line: operation.kind === 'acquire' && !operation.filter,
   });
   const token = ctx.newToken();
   const started = ctx.clock.now();
@@ -118,10 +120,14 @@ function reclaimLine(operation: ResolvedOperation, reclaim: Reclaim): string {
 
 function startLine(operation: ResolvedOperation, pool: string): string {
   switch (operation.kind) {
-    case 'acquire':
-      return (operation.count ?? 1) > 1
-        ? `acquiring ${operation.count} locks on: ${pool}`
-        : `acquiring lock on: ${pool}`;
+    case 'acquire': {
+      const count = operation.count ?? 1;
+      const what = count > 1 ? `${count} locks on: ${pool}` : `lock on: ${pool}`;
+      const filter = operation.filter
+        ? ` (${count > 1 ? 'ones' : 'one'} that ${count > 1 ? 'match' : 'matches'} ${describeFilter(operation.filter)})`
+        : '';
+      return `acquiring ${what}${filter}`;
+    }
     case 'renew':
       return `renewing the lease of lock: ${operation.name} on: ${pool}`;
     case 'reap':

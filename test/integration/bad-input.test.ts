@@ -135,6 +135,8 @@ const badSources: [string, Record<string, unknown>, RegExp][] = [
   ['https_tunnel without host', { https_tunnel: { proxy_port: 8080 } }, /proxy_host/],
   ['forward_agent a string', { forward_agent: 'yes' }, /forward_agent/],
   ['private_key a number', { private_key: 12 }, /private_key/],
+  ['match not a map', { match: 'region=eu' }, /\(match must be a map of KEY: VALUE/],
+  ['match_name a number', { match_name: 5 }, /\(match_name must be a glob on lock names/],
 ];
 for (const script of scripts) {
   for (const [name, change, says] of badSources) {
@@ -192,6 +194,21 @@ const outCases: [string, unknown, RegExp, string[]?][] = [
   ],
   ['step name too long', { add_claimed: 'long-name' }, /add_claimed.*255/],
   ['add without metadata', { add: 'no-metadata' }, /add.*metadata/],
+  ['match a list', { acquire: true, match: ['region'] }, /\(match must be a map of KEY: VALUE/],
+  ['match value a map', { acquire: true, match: { net: {} } }, /\(match\.net must be a string/],
+  ['match empty list', { acquire: true, match: { size: [] } }, /\(match\.size is an empty list/],
+  ['match key ".x"', { acquire: true, match: { '.x': 'a' } }, /\(match: "\.x" is not a key/],
+  ['match_name empty', { acquire: true, match_name: '' }, /\(match_name must not be empty/],
+  [
+    'match with release',
+    { release: 'good', match: { region: 'eu' } },
+    /\(match chooses the lock of an acquire; release names its lock\)/,
+  ],
+  [
+    'match_name with claim',
+    { claim: 'lock-a', match_name: 'lock-*' },
+    /\(match_name chooses the lock of an acquire; claim names its lock\)/,
+  ],
 ];
 for (const [name, params, says] of outCases) {
   cases.push({

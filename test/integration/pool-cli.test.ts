@@ -61,6 +61,7 @@ describe('pool --help', () => {
       'remove',
       'report',
       'update',
+      'acquire',
     ]) {
       const result = await pool([command, '--help']);
       expect(result.code).toBe(0);
@@ -534,6 +535,81 @@ describe('pool claim, release, add, remove', () => {
     const result = await pool(['add', 'a', '--metadata', '/nonexistent/meta', ...sourceFlags()]);
     expect(result.code).toBe(1);
     expect(result.stderr.trim()).toBe('error: cannot read --metadata "/nonexistent/meta" (ENOENT)');
+  });
+});
+
+describe('pool acquire', () => {
+  const seed = {
+    unclaimed: {
+      'eu-small': 'region: eu\nsize: small\n',
+      'eu-xl': '{"region": "eu", "size": "xlarge"}\n',
+      'us-xl': 'region: us\nsize: xlarge\n',
+    },
+  };
+
+  it('--match takes only a matching lock; a key given twice matches any of its values', async () => {
+    repo = await createLockRepo({ pool: seed });
+    const result = await pool(
+      ['acquire', '--match', 'region=eu', '--match', 'size=large', '--match', 'size=xlarge'].concat(
+        '--json',
+        sourceFlags(),
+      ),
+    );
+    expect(result.code, result.stderr).toBe(0);
+    expect(JSON.parse(result.stdout)).toEqual({
+      version: { ref: await repo.tip() },
+      metadata: [
+        { name: 'lock_name', value: 'eu-xl' },
+        { name: 'pool_name', value: 'pool' },
+      ],
+    });
+    expect(result.stderr).toContain(
+      'acquiring lock on: pool (one that matches match {region: eu, size: [large, xlarge]})',
+    );
+    expect(await repo.state('pool')).toEqual({
+      claimed: ['eu-xl'],
+      unclaimed: ['eu-small', 'us-xl'],
+    });
+  });
+
+  it('--match-name filters on the name; a filter nothing matches fails at once', async () => {
+    repo = await createLockRepo({ pool: seed });
+    const tip = await repo.tip();
+    const none = await pool([
+      'acquire',
+      '--match-name',
+      'us-*',
+      '--match',
+      'size=small',
+      ...sourceFlags(),
+    ]);
+    expect(none.code).toBe(1);
+    expect(none.stderr.trim().split('\n').at(-1)).toBe(
+      'error: no lock in pool "pool" matches match_name "us-*" and match {size: small} (looked at 3 locks)',
+    );
+    expect(await repo.tip()).toBe(tip);
+    const us = await pool(['acquire', '--match-name', 'us-*', ...sourceFlags()]);
+    expect(us.code, us.stderr).toBe(0);
+    expect(await repo.state('pool')).toMatchObject({ claimed: ['us-xl'] });
+  });
+
+  it("takes the --source file's match as the default, which --match replaces", async () => {
+    repo = await createLockRepo({ pool: seed });
+    const dir = await tempDir();
+    const file = join(dir, 'source.json');
+    await writeFile(
+      file,
+      JSON.stringify({
+        uri: repo.bare,
+        branch: repo.branch,
+        pool: 'pool',
+        match: { size: 'small' },
+      }),
+    );
+    expect((await pool(['acquire', '--source', file])).code).toBe(0);
+    expect(await repo.state('pool')).toMatchObject({ claimed: ['eu-small'] });
+    expect((await pool(['acquire', '--source', file, '--match', 'region=us'])).code).toBe(0);
+    expect(await repo.state('pool')).toMatchObject({ claimed: ['eu-small', 'us-xl'] });
   });
 });
 

@@ -9,6 +9,8 @@ import {
   describeError,
 } from '../../src/base/errors.js';
 import type { PushOutcome } from '../../src/git/push-outcome.js';
+import type { LockMetadata } from '../../src/base/lock-match.js';
+import { readLockMetadata } from '../../src/base/lock-metadata.js';
 import { LockPool, type PoolReporter } from '../../src/lock/lock-pool.js';
 import type { Claim, LockStore } from '../../src/lock/lock-store.js';
 import { releaseAbandonedClaim, type PendingClaim } from '../../src/lock/pending-claims.js';
@@ -71,6 +73,8 @@ class FakeStore implements LockStore {
   private syncedEntries: WaitingEntry[] = [];
   /** The remote refuses the line's refs. */
   refuseLine = false;
+  /** Each lock's file, as `match` reads it (empty when not set). */
+  files = new Map<string, string>();
 
   constructor(claimed: string[], unclaimed: string[]) {
     this.remote = {
@@ -157,6 +161,13 @@ class FakeStore implements LockStore {
 
   async pool(): Promise<PoolState> {
     return { claimed: this.local.claimed, unclaimed: this.local.unclaimed, irregular: new Map() };
+  }
+
+  async metadata(names: readonly string[]): Promise<Map<string, LockMetadata>> {
+    this.log.push(`metadata ${names.join(' ')}`);
+    return new Map(
+      names.map((name) => [name, readLockMetadata(Buffer.from(this.files.get(name) ?? ''))]),
+    );
   }
 
   async apply(change: Change): Promise<void> {
@@ -281,11 +292,14 @@ class FakeClock implements Clock {
 
 class RecordingReporter implements PoolReporter {
   readonly waits: string[] = [];
+  /** The locks each wait named as wanted (whose holders progress shows). */
+  readonly wanted: (readonly string[])[] = [];
   readonly conflicts: string[] = [];
   readonly transients: { message: string; attempt: number; delayMs: number }[] = [];
 
-  waiting(reason: string): void {
+  waiting(reason: string, wanted: readonly string[]): void {
     this.waits.push(reason);
+    this.wanted.push(wanted);
   }
 
   conflict(name: string): void {
@@ -1256,5 +1270,107 @@ describe('LockPool taking several locks at once', () => {
     // Its entry says how many it waits for, so the puts behind leave it both.
     expect(waitingFor).toContain(2);
     expect(store.line).toEqual([]);
+  });
+});
+
+describe('LockPool acquiring with match and match_name', () => {
+  const eu = 'region: eu\nsize: large\n';
+  const us = '{"region": "us", "size": "large"}';
+  const matchEu: ResolvedOperation = {
+    kind: 'acquire',
+    filter: { match: new Map([['region', ['eu']]]) },
+  };
+
+  function envs(claimed: string[], unclaimed: string[], files: Record<string, string>) {
+    const store = new FakeStore(claimed, unclaimed);
+    store.files = new Map(Object.entries(files));
+    return store;
+  }
+
+  it.each([
+    [0, 'eu-1'],
+    [0.99, 'eu-2'],
+  ])('takes only a matching lock, at random among them (random %s)', async (random, name) => {
+    const store = envs([], ['eu-1', 'eu-2', 'us-1', 'us-2'], {
+      'eu-1': eu,
+      'eu-2': eu,
+      'us-1': us,
+      'us-2': us,
+    });
+    const { pool } = setup(store, { clock: new FakeClock(random) });
+    expect(await pool.run(matchEu)).toEqual({ ref: 'c1', name, names: [name] });
+    expect(store.remote.claimed).toEqual(new Set([name]));
+  });
+
+  it('fails at once when no lock of the pool matches, claimed or not, committing nothing', async () => {
+    const store = envs(['us-1'], ['us-2', 'odd'], { 'us-1': us, 'us-2': us, odd: '- a list\n' });
+    const { pool, clock } = setup(store);
+    const error = await pool.run(matchEu).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OperationError);
+    expect(describeError(error)).toBe(
+      'no lock in pool "envs" matches match {region: eu} (looked at 3 locks; 1 of them is not a YAML or JSON map)',
+    );
+    expect(store.count('commit')).toBe(0);
+    expect(clock.sleeps).toEqual([]);
+  });
+
+  it('waits while every matching lock is claimed, a lock that does not match free, naming the matching', async () => {
+    const store = envs(['eu-1', 'eu-2', 'us-1'], ['us-2'], {
+      'eu-1': eu,
+      'eu-2': eu,
+      'us-1': us,
+      'us-2': us,
+    });
+    const { pool, clock, reporter } = setup(store);
+    clock.onSleep = (index) => {
+      if (index === 1) store.otherMoves('eu-2', 'unclaimed');
+    };
+    expect(await pool.run(matchEu)).toEqual({ ref: 'c2', name: 'eu-2', names: ['eu-2'] });
+    expect(reporter.waits[0]).toBe(
+      'every lock in pool "envs" that matches match {region: eu} is claimed (2 matching locks)',
+    );
+    expect(reporter.wanted[0]).toEqual(['eu-1', 'eu-2']);
+    expect(store.remote.unclaimed).toEqual(new Set(['us-2']));
+  });
+
+  it('filters on the name alone with match_name, reading no lock file', async () => {
+    const store = envs([], ['db-1', 'env-1'], {});
+    const { pool } = setup(store);
+    const taken = await pool.run({ kind: 'acquire', filter: { matchName: 'env-*' } });
+    expect(taken.name).toBe('env-1');
+    expect(store.count('metadata')).toBe(0);
+  });
+
+  it('with match_name and match, reads only the files of the names the glob lets through', async () => {
+    const store = envs([], ['db-eu', 'env-eu', 'env-us'], {
+      'db-eu': eu,
+      'env-eu': eu,
+      'env-us': us,
+    });
+    const { pool } = setup(store);
+    const taken = await pool.run({
+      kind: 'acquire',
+      filter: { matchName: 'env-*', match: new Map([['region', ['eu']]]) },
+    });
+    expect(taken.name).toBe('env-eu');
+    expect(store.log.filter((entry) => entry.startsWith('metadata'))).toEqual([
+      'metadata env-eu env-us',
+    ]);
+  });
+
+  it('an acquire without a filter reads no lock file', async () => {
+    const store = envs([], ['eu-1'], { 'eu-1': eu });
+    const { pool } = setup(store);
+    await pool.run({ kind: 'acquire' });
+    expect(store.log).toEqual(['sync', 'apply move eu-1', 'commit c1', 'push']);
+  });
+
+  it('stays out of the waiting line: a put in line ahead does not hold back a lock it matches', async () => {
+    const store = envs([], ['eu-1'], { 'eu-1': eu });
+    store.line = [waiting('older')];
+    const { pool, clock } = setup(store, { lineToken: 'me' });
+    expect(await pool.run(matchEu)).toEqual({ ref: 'c1', name: 'eu-1', names: ['eu-1'] });
+    expect(store.count('join')).toBe(0);
+    expect(clock.sleeps).toEqual([]);
   });
 });

@@ -43,6 +43,33 @@ describe('parsePoolArguments', () => {
     });
   });
 
+  it('collects --match for acquire, a key given twice matching any of its values', () => {
+    expect(
+      parsePoolArguments([
+        'acquire',
+        '--match',
+        'region=eu',
+        '--match',
+        'size=large',
+        '--match',
+        'size=xlarge',
+        '--match',
+        'net.zone=a=b',
+        '--match-name',
+        'env-*',
+      ]),
+    ).toMatchObject({
+      kind: 'acquire',
+      match: new Map([
+        ['region', ['eu']],
+        ['size', ['large', 'xlarge']],
+        ['net.zone', ['a=b']],
+      ]),
+      matchName: 'env-*',
+    });
+    expect(parsePoolArguments(['acquire'])).toMatchObject({ match: undefined });
+  });
+
   it('help in every form', () => {
     for (const args of [['--help'], ['-h'], ['help'], ['claim', '--help'], ['help', 'claim']]) {
       expect(parsePoolArguments(args).kind).toBe('help');
@@ -60,6 +87,27 @@ describe('parsePoolArguments', () => {
       'error: pool remove does not take --wait-timeout (see pool remove --help)',
     ],
     [['claim', 'a\u0007'], 'error: lock name "a\\x07" contains a control character'],
+    [
+      ['acquire', '--match', 'region'],
+      'error: --match needs KEY=VALUE (KEY dotted for nested maps), got "region"',
+    ],
+    [
+      ['acquire', '--match', 'region='],
+      'error: --match needs KEY=VALUE (KEY dotted for nested maps), got "region="',
+    ],
+    [
+      ['acquire', '--match', 'net.=eu'],
+      'error: --match needs KEY=VALUE (KEY dotted for nested maps), got "net.=eu"',
+    ],
+    [['acquire', '--match-name', ''], 'error: --match-name needs a glob, such as "eu-*"'],
+    [
+      ['acquire', 'env-a'],
+      'error: pool acquire takes no arguments, got "env-a" (see pool acquire --help)',
+    ],
+    [
+      ['claim', 'a', '--match', 'region=eu'],
+      'error: pool claim does not take --match (see pool claim --help)',
+    ],
   ];
   for (const [args, line] of refused) {
     it(`refuses ${JSON.stringify(args)}`, () => {

@@ -631,6 +631,155 @@ describe('out request', () => {
   });
 });
 
+describe('match and match_name', () => {
+  const acquire = async (source: Record<string, unknown>, params: Record<string, unknown>) =>
+    (await parseOutRequest(out({ ...MINIMAL, ...source }, { acquire: true, ...params }))).request
+      .operation;
+
+  it('become the acquire filter, every value a string as the lock file is compared', async () => {
+    expect(
+      await acquire(
+        {},
+        { match: { region: 'eu', size: [2, 'xlarge'], gpu: true, 'net.zone': 'a' } },
+      ),
+    ).toEqual({
+      kind: 'acquire',
+      filter: {
+        match: new Map([
+          ['region', ['eu']],
+          ['size', ['2', 'xlarge']],
+          ['gpu', ['true']],
+          ['net.zone', ['a']],
+        ]),
+      },
+    });
+    expect(await acquire({}, { match_name: 'eu-*' })).toEqual({
+      kind: 'acquire',
+      filter: { matchName: 'eu-*' },
+    });
+  });
+
+  it('come from the source as the default, each replaced by its params field, never merged', async () => {
+    const source = { match: { region: 'eu', size: 'large' }, match_name: 'env-*' };
+    expect(await acquire(source, {})).toEqual({
+      kind: 'acquire',
+      filter: {
+        match: new Map([
+          ['region', ['eu']],
+          ['size', ['large']],
+        ]),
+        matchName: 'env-*',
+      },
+    });
+    expect(await acquire(source, { match: { region: 'us' } })).toEqual({
+      kind: 'acquire',
+      filter: { match: new Map([['region', ['us']]]), matchName: 'env-*' },
+    });
+    expect(await acquire(source, { match: {}, match_name: 'db-?' })).toEqual({
+      kind: 'acquire',
+      filter: { matchName: 'db-?' },
+    });
+    expect(await acquire({ match: { region: 'eu' } }, { match: {} })).toEqual({
+      kind: 'acquire',
+    });
+    expect(await acquire({}, { match: null, match_name: null })).toEqual({ kind: 'acquire' });
+  });
+
+  it('are the source default of acquires only: another operation ignores them', async () => {
+    const { request } = await parseOutRequest(
+      out({ ...MINIMAL, match: { region: 'eu' } }, { claim: 'lock-a' }),
+    );
+    expect(request.operation).toEqual({ kind: 'claim', name: 'lock-a' });
+  });
+
+  it.each<[string, Record<string, unknown>, Record<string, unknown>, string]>([
+    [
+      'match not a map',
+      {},
+      { acquire: true, match: ['region=eu'] },
+      'invalid payload (match must be a map of KEY: VALUE, such as {region: eu})',
+    ],
+    [
+      'match a string',
+      {},
+      { acquire: true, match: 'region: eu' },
+      'invalid payload (match must be a map of KEY: VALUE, such as {region: eu})',
+    ],
+    [
+      'a value that is a map',
+      {},
+      { acquire: true, match: { net: { region: 'eu' } } },
+      'invalid payload (match.net must be a string, number or boolean, or a list of them)',
+    ],
+    [
+      'a list holding a map',
+      {},
+      { acquire: true, match: { size: ['large', { x: 1 }] } },
+      'invalid payload (match.size must be a string, number or boolean, or a list of them)',
+    ],
+    [
+      'a null value',
+      {},
+      { acquire: true, match: { region: null } },
+      'invalid payload (match.region must be a string, number or boolean, or a list of them)',
+    ],
+    [
+      'an empty list',
+      {},
+      { acquire: true, match: { size: [] } },
+      'invalid payload (match.size is an empty list: no lock would match it)',
+    ],
+    [
+      'a key with an empty part',
+      {},
+      { acquire: true, match: { 'net..region': 'eu' } },
+      'invalid payload (match: "net..region" is not a key (a name, or names joined by dots for nested maps))',
+    ],
+    [
+      'match_name empty',
+      {},
+      { acquire: true, match_name: '' },
+      'invalid payload (match_name must not be empty: a glob on lock names, such as "eu-*")',
+    ],
+    [
+      'match_name a list',
+      {},
+      { acquire: true, match_name: ['eu-*'] },
+      'invalid payload (match_name must be a glob on lock names, such as "eu-*")',
+    ],
+    [
+      'a bad source default',
+      { match: { region: {} } },
+      { acquire: true },
+      'invalid payload (match.region must be a string, number or boolean, or a list of them)',
+    ],
+    [
+      'match with release',
+      {},
+      { release: 'env', match: { region: 'eu' } },
+      'invalid payload (match chooses the lock of an acquire; release names its lock)',
+    ],
+    [
+      'both with claim',
+      {},
+      { claim: 'a', match: { region: 'eu' }, match_name: 'a*' },
+      'invalid payload (match and match_name choose the lock of an acquire; claim names its lock)',
+    ],
+  ])('refuse %s in one line naming the field', async (_title, source, params, line) => {
+    expect(await problems(parseOutRequest, out({ ...MINIMAL, ...source }, params))).toEqual([line]);
+  });
+
+  it('are suggested for a misspelled field', async () => {
+    const { warnings } = await parseOutRequest(
+      out({ ...MINIMAL, mach: { region: 'eu' } }, { acquire: true, match_nmae: 'eu-*' }),
+    );
+    expect(warnings).toEqual([
+      'warning: ignoring unknown source field "mach" (did you mean "match"?)',
+      'warning: ignoring unknown params field "match_nmae" (did you mean "match_name"?)',
+    ]);
+  });
+});
+
 describe('lease settings (SPEC §10)', () => {
   it('takes lease from params over source, lease_grace and reclaim_expired from source or params', async () => {
     const { request } = await parseOutRequest(

@@ -3,6 +3,7 @@
 // refused with one line naming the flag.
 import { parseArgs } from 'node:util';
 import { ConfigurationError } from '../../base/errors.js';
+import type { MetadataMatch } from '../../base/lock-match.js';
 import { lockNameProblem, printable } from '../../base/lock-name.js';
 
 export const SUBCOMMANDS = [
@@ -14,6 +15,7 @@ export const SUBCOMMANDS = [
   'remove',
   'report',
   'update',
+  'acquire',
   'reap',
 ] as const;
 export type Subcommand = (typeof SUBCOMMANDS)[number];
@@ -46,6 +48,8 @@ const OPTIONS = {
   claimed: { type: 'boolean' },
   by: { type: 'string' },
   'wait-timeout': { type: 'string' },
+  match: { type: 'string', multiple: true },
+  'match-name': { type: 'string' },
   'dry-run': { type: 'boolean' },
   'older-than': { type: 'string' },
   force: { type: 'boolean' },
@@ -84,6 +88,7 @@ const SUBCOMMAND_OPTIONS: Record<Subcommand, readonly OptionName[]> = {
   add: ['metadata', 'claimed', 'by', 'json'],
   update: ['metadata', 'by', 'wait-timeout', 'json'],
   remove: ['by', 'json'],
+  acquire: ['match', 'match-name', 'by', 'wait-timeout', 'json'],
 };
 
 export interface SourceFlags {
@@ -125,6 +130,9 @@ export type Invocation =
       claimed: boolean;
       by?: string;
       waitTimeout?: string;
+      /** acquire: `--match KEY=VALUE` (a key given twice: any of its values), `--match-name`. */
+      match?: MetadataMatch;
+      matchName?: string;
       /** reap: list what would be reclaimed, commit nothing. */
       dryRun: boolean;
       /** reap: also reclaim claims without a lease older than this (Go duration). */
@@ -167,8 +175,7 @@ export function parsePoolArguments(args: readonly string[]): Invocation {
       ]);
   }
 
-  const takesName =
-    first !== 'status' && first !== 'init' && first !== 'report' && first !== 'reap';
+  const takesName = !['status', 'init', 'report', 'acquire', 'reap'].includes(first);
   if (takesName && rest.length !== 1) {
     throw new ConfigurationError([
       rest.length === 0
@@ -194,6 +201,8 @@ export function parsePoolArguments(args: readonly string[]): Invocation {
   if (first === 'report' && values.html === undefined && !values.json)
     throw new ConfigurationError(['error: pool report needs --html FILE or --json']);
   if (values.html === '') throw new ConfigurationError(['error: --html needs a file name']);
+  if (values['match-name'] === '')
+    throw new ConfigurationError(['error: --match-name needs a glob, such as "eu-*"']);
 
   return {
     kind: first,
@@ -207,6 +216,8 @@ export function parsePoolArguments(args: readonly string[]): Invocation {
     claimed: values.claimed ?? false,
     by: values.by,
     waitTimeout: values['wait-timeout'],
+    match: values.match === undefined ? undefined : matchFlags(values.match),
+    matchName: values['match-name'],
     dryRun: values['dry-run'] ?? false,
     olderThan: values['older-than'],
     force: values.force ?? false,
@@ -234,6 +245,22 @@ export function parsePoolArguments(args: readonly string[]): Invocation {
 
 function isSubcommand(value: string | undefined): value is Subcommand {
   return (SUBCOMMANDS as readonly (string | undefined)[]).includes(value);
+}
+
+/** `--match KEY=VALUE`, repeated; a key given twice matches either value. */
+function matchFlags(flags: readonly string[]): MetadataMatch {
+  const match = new Map<string, string[]>();
+  for (const flag of flags) {
+    const equals = flag.indexOf('=');
+    const key = flag.slice(0, equals);
+    const value = flag.slice(equals + 1);
+    if (equals === -1 || value === '' || key.split('.').some((part) => part === ''))
+      throw new ConfigurationError([
+        `error: --match needs KEY=VALUE (KEY dotted for nested maps), got "${printable(flag)}"`,
+      ]);
+    match.set(key, [...(match.get(key) ?? []), value]);
+  }
+  return match;
 }
 
 function refuseBadName(name: string): void {
@@ -283,6 +310,7 @@ Commands:
   report --html FILE | --json [--since D] who held what when, claims and waits (default 168h)
   init --lock NAME [--lock NAME ...]     create the pool (folders, .gitkeep, locks) and push
   claim NAME                             claim a lock, waiting while it is claimed
+  acquire [--match K=V] [--match-name G] claim any unclaimed lock (that matches), waiting for one
   release NAME                           release a claimed lock
   add NAME [--metadata FILE] [--claimed] add a lock, unclaimed unless --claimed
   update NAME --metadata FILE            replace an unclaimed lock's metadata (or add it)
@@ -368,6 +396,22 @@ Replaces the metadata of the unclaimed lock NAME with the contents of FILE, wait
 --retry-delay) while it is claimed, or adds it unclaimed if the pool has no lock NAME, as a put
 with \`update: STEP\` does.
   --metadata FILE  the lock's new metadata
+${HOLDER_HELP}
+  --wait-timeout DURATION  give up waiting after this long (exit 1)
+  --json        print {version, metadata} as the put would
+
+${SOURCE_HELP}
+`,
+  acquire: `usage: pool acquire [--match KEY=VALUE ...] [--match-name GLOB] SOURCE
+
+Claims a random unclaimed lock, waiting (every --retry-delay) while none is free, as a put with
+\`acquire: true\` does. With --match or --match-name only the locks that match count (the put's
+\`match\` and \`match_name\`); they replace the ones the --source file sets. A filter no lock of
+the pool matches, claimed or not, fails at once.
+  --match KEY=VALUE    the lock file (YAML or JSON) has VALUE at KEY (a dotted KEY reaches into
+                       nested maps; a list there matches when it holds VALUE); repeatable, every
+                       KEY must match, a KEY given twice matches any of its values
+  --match-name GLOB    the lock's name matches GLOB (\`*\` any characters, \`?\` one)
 ${HOLDER_HELP}
   --wait-timeout DURATION  give up waiting after this long (exit 1)
   --json        print {version, metadata} as the put would
