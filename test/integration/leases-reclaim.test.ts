@@ -348,6 +348,22 @@ describe('acquire with reclaim_expired', () => {
     expect(subjects.filter((s) => s.endsWith('lock-ref'))).toEqual([]);
   });
 
+  it('with match, reclaims only an expired lock that matches', async () => {
+    await claim('lock-a');
+    const other = await claim('lock-b');
+    await pastLease(other.lease);
+    // Each seeded lock file is {"name": "<its name>"}.
+    const result = await put(
+      { acquire: true, reclaim_expired: true, match: { name: 'lock-b' } },
+      SHORT,
+    );
+    const { metadata } = succeeded(result) as { metadata: { name: string; value: string }[] };
+    expect(metadata[0]).toEqual({ name: 'lock_name', value: 'lock-b' });
+    const subjects = await repo.subjects();
+    expect(subjects.filter((s) => s === 'unclaiming: lock-a')).toEqual([]);
+    expect(subjects.slice(0, 2)).toEqual(['claiming: lock-b', 'unclaiming: lock-b']);
+  });
+
   it('without reclaim_expired an acquire keeps waiting past the lease', async () => {
     const expiring = await claim('lock-a');
     await claim('lock-b');
