@@ -142,6 +142,7 @@ describe('the lease as people see it', () => {
     expect(table.code, table.stderr).toBe(0);
     const rows = table.stdout.split('\n');
     expect(rows[0]).toMatch(/\bLEASE\b/);
+    for (const row of rows) expect([...row].length).toBeLessThanOrEqual(100);
     expect(rows.find((row) => row.startsWith('lock-a'))).toMatch(
       /lease expires in 1[12]m(\d+s)?\b/,
     );
