@@ -95,7 +95,11 @@ function acquiring(invocation: Run, source: Source): ResolvedOperation {
     invocation.match ?? source.match,
     invocation.matchName ?? source.matchName,
   );
-  return filter ? { kind: 'acquire', filter } : { kind: 'acquire' };
+  return {
+    kind: 'acquire',
+    ...(invocation.count === undefined ? {} : { count: invocation.count }),
+    ...(filter ? { filter } : {}),
+  };
 }
 
 /** Who a claim made by hand belongs to: `$USER@HOSTNAME` unless --by says otherwise. */
@@ -347,6 +351,6 @@ async function change(
     claimer: 'the pool command',
   });
   return options.json
-    ? `${JSON.stringify(lockResponse(outcome.ref, outcome.name, source.pool))}\n`
+    ? `${JSON.stringify(lockResponse(outcome.ref, outcome.name, source.pool, outcome.names))}\n`
     : '';
 }
