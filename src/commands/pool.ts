@@ -116,11 +116,13 @@ function acquiring(invocation: Run, source: Source): ResolvedOperation {
     invocation.match ?? source.match,
     invocation.matchName ?? source.matchName,
   );
-  // reclaim_expired from the --source file, as for a put of that resource.
-  const reclaimExpired = source.reclaimExpired ? { reclaimExpired: true } : {};
-  return filter
-    ? { kind: 'acquire', filter, ...reclaimExpired }
-    : { kind: 'acquire', ...reclaimExpired };
+  return {
+    kind: 'acquire',
+    ...(invocation.count === undefined ? {} : { count: invocation.count }),
+    ...(filter ? { filter } : {}),
+    // reclaim_expired from the --source file, as for a put of that resource.
+    ...(source.reclaimExpired ? { reclaimExpired: true } : {}),
+  };
 }
 
 /** Who a claim made by hand belongs to: `$USER@HOSTNAME` unless --by says otherwise. */
@@ -391,6 +393,6 @@ async function change(
     leaseMs: source.leaseMs,
   });
   return options.json
-    ? `${JSON.stringify(lockResponse(outcome.ref, outcome.name, source.pool))}\n`
+    ? `${JSON.stringify(lockResponse(outcome.ref, outcome.name, source.pool, outcome.names))}\n`
     : '';
 }

@@ -572,6 +572,35 @@ describe('pool acquire', () => {
     });
   });
 
+  it('--count takes that many locks at once, among those --match lets through', async () => {
+    repo = await createLockRepo({ pool: seed });
+    const result = await pool([
+      'acquire',
+      '--count',
+      '2',
+      '--match',
+      'size=xlarge',
+      '--json',
+      ...sourceFlags(),
+    ]);
+    expect(result.code, result.stderr).toBe(0);
+    const response = JSON.parse(result.stdout) as { metadata: { name: string; value: string }[] };
+    expect(response.metadata.find(({ name }) => name === 'lock_count')?.value).toBe('2');
+    expect(await repo.state('pool')).toEqual({
+      claimed: ['eu-xl', 'us-xl'],
+      unclaimed: ['eu-small'],
+    });
+    expect(result.stderr).toContain('acquired! locks:');
+    // Two more than the pool holds fails at once.
+    const tip = await repo.tip();
+    const tooMany = await pool(['acquire', '--count', '4', ...sourceFlags()]);
+    expect(tooMany.code).toBe(1);
+    expect(tooMany.stderr).toContain(
+      'cannot acquire 4 locks: pool "pool" holds 3 (claimed and unclaimed)',
+    );
+    expect(await repo.tip()).toBe(tip);
+  });
+
   it('--match-name filters on the name; a filter nothing matches fails at once', async () => {
     repo = await createLockRepo({ pool: seed });
     const tip = await repo.tip();

@@ -100,6 +100,13 @@ describe('parsePoolArguments', () => {
       'error: --match needs KEY=VALUE (KEY dotted for nested maps), got "net.=eu"',
     ],
     [['acquire', '--match-name', ''], 'error: --match-name needs a glob, such as "eu-*"'],
+    [['acquire', '--count', '0'], 'error: --count needs a whole number from 1 to 100, got "0"'],
+    [['acquire', '--count', '2.5'], 'error: --count needs a whole number from 1 to 100, got "2.5"'],
+    [['acquire', '--count', '101'], 'error: --count needs a whole number from 1 to 100, got "101"'],
+    [
+      ['claim', 'a', '--count', '2'],
+      'error: pool claim does not take --count (see pool claim --help)',
+    ],
     [
       ['acquire', 'env-a'],
       'error: pool acquire takes no arguments, got "env-a" (see pool acquire --help)',

@@ -5,6 +5,7 @@ import { parseArgs } from 'node:util';
 import { ConfigurationError } from '../../base/errors.js';
 import type { MetadataMatch } from '../../base/lock-match.js';
 import { lockNameProblem, printable } from '../../base/lock-name.js';
+import { MAX_COUNT } from '../../protocol/request.js';
 
 export const SUBCOMMANDS = [
   'status',
@@ -50,6 +51,7 @@ const OPTIONS = {
   'wait-timeout': { type: 'string' },
   match: { type: 'string', multiple: true },
   'match-name': { type: 'string' },
+  count: { type: 'string' },
   'dry-run': { type: 'boolean' },
   'older-than': { type: 'string' },
   force: { type: 'boolean' },
@@ -88,7 +90,7 @@ const SUBCOMMAND_OPTIONS: Record<Subcommand, readonly OptionName[]> = {
   add: ['metadata', 'claimed', 'by', 'json'],
   update: ['metadata', 'by', 'wait-timeout', 'json'],
   remove: ['by', 'json'],
-  acquire: ['match', 'match-name', 'by', 'wait-timeout', 'json'],
+  acquire: ['count', 'match', 'match-name', 'by', 'wait-timeout', 'json'],
 };
 
 export interface SourceFlags {
@@ -133,6 +135,8 @@ export type Invocation =
       /** acquire: `--match KEY=VALUE` (a key given twice: any of its values), `--match-name`. */
       match?: MetadataMatch;
       matchName?: string;
+      /** acquire: `--count N`, that many locks at once. */
+      count?: number;
       /** reap: list what would be reclaimed, commit nothing. */
       dryRun: boolean;
       /** reap: also reclaim claims without a lease older than this (Go duration). */
@@ -203,6 +207,11 @@ export function parsePoolArguments(args: readonly string[]): Invocation {
   if (values.html === '') throw new ConfigurationError(['error: --html needs a file name']);
   if (values['match-name'] === '')
     throw new ConfigurationError(['error: --match-name needs a glob, such as "eu-*"']);
+  const count = values.count === undefined ? undefined : Number(values.count);
+  if (count !== undefined && !(/^\d{1,3}$/.test(values.count!) && count >= 1 && count <= MAX_COUNT))
+    throw new ConfigurationError([
+      `error: --count needs a whole number from 1 to ${MAX_COUNT}, got "${printable(values.count!)}"`,
+    ]);
 
   return {
     kind: first,
@@ -218,6 +227,7 @@ export function parsePoolArguments(args: readonly string[]): Invocation {
     waitTimeout: values['wait-timeout'],
     match: values.match === undefined ? undefined : matchFlags(values.match),
     matchName: values['match-name'],
+    count,
     dryRun: values['dry-run'] ?? false,
     olderThan: values['older-than'],
     force: values.force ?? false,
@@ -310,7 +320,8 @@ Commands:
   report --html FILE | --json [--since D] who held what when, claims and waits (default 168h)
   init --lock NAME [--lock NAME ...]     create the pool (folders, .gitkeep, locks) and push
   claim NAME                             claim a lock, waiting while it is claimed
-  acquire [--match K=V] [--match-name G] claim any unclaimed lock (that matches), waiting for one
+  acquire [--count N] [--match K=V] [--match-name G]
+                                         claim any unclaimed lock (N of them; that match), waiting
   release NAME                           release a claimed lock
   add NAME [--metadata FILE] [--claimed] add a lock, unclaimed unless --claimed
   update NAME --metadata FILE            replace an unclaimed lock's metadata (or add it)
@@ -402,16 +413,18 @@ ${HOLDER_HELP}
 
 ${SOURCE_HELP}
 `,
-  acquire: `usage: pool acquire [--match KEY=VALUE ...] [--match-name GLOB] SOURCE
+  acquire: `usage: pool acquire [--count N] [--match KEY=VALUE ...] [--match-name GLOB] SOURCE
 
 Claims a random unclaimed lock, waiting (every --retry-delay) while none is free, as a put with
-\`acquire: true\` does. With --match or --match-name only the locks that match count (the put's
+\`acquire: true\` does. With --count N it claims N locks at once, all or none, in one push (the
+put's \`count\`); more than the pool holds fails at once. With --match or --match-name only the locks that match count (the put's
 \`match\` and \`match_name\`); they replace the ones the --source file sets. A filter no lock of
 the pool matches, claimed or not, fails at once.
   --match KEY=VALUE    the lock file (YAML or JSON) has VALUE at KEY (a dotted KEY reaches into
                        nested maps; a list there matches when it holds VALUE); repeatable, every
                        KEY must match, a KEY given twice matches any of its values
   --match-name GLOB    the lock's name matches GLOB (\`*\` any characters, \`?\` one)
+  --count N            claim N locks at once (1 to ${MAX_COUNT})
 ${HOLDER_HELP}
   --wait-timeout DURATION  give up waiting after this long (exit 1)
   --json        print {version, metadata} as the put would
