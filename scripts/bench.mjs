@@ -10,12 +10,13 @@
 //   node scripts/bench.mjs [--quick] [--sizes 100,10000,100000] [--reps 9]
 //                          [--workers 8] [--locks 2] [--rounds 3] [--hold-ms 200]
 //                          [--retry-delay 1s] [--no-contention] [--no-kills] [--no-ssh]
-//                          [--keep] [--out FILE] [--assets build/resource]
+//                          [--no-http] [--keep] [--out FILE] [--assets build/resource]
 //
 // The contention run is measured twice over git daemon: as it is, and with puts SIGKILLed while
 // they wait (a lost worker: before each round a worker starts a second put, which is killed once
 // it waits in line; --no-kills leaves that out). Both report the longest time a lock stayed free
-// while a put that was not killed waited for one.
+// while a put that was not killed waited for one. It runs once more over HTTP (git http-backend
+// behind basic auth; --no-http leaves it out), counting TCP connections.
 //
 // With OpenSSH's sshd installed (and without --no-ssh), the operations and the contention run are
 // also measured over SSH, once as the resource runs (one connection per run) and once with a
@@ -44,7 +45,7 @@ import { ASSETS, contention, opts, reps, ROOT, sizes } from './bench/options.mjs
 import { run } from './bench/process.mjs';
 import { printTable } from './bench/report.mjs';
 import { TIME } from './bench/scripts.mjs';
-import { SSHD, startDaemon } from './bench/servers.mjs';
+import { HTTP_LOGIN, SSHD, startDaemon, startHttp } from './bench/servers.mjs';
 import { measureSsh } from './bench/ssh.mjs';
 
 async function main() {
@@ -87,6 +88,18 @@ async function main() {
           name: 'contention-kills.git',
           kills: true,
         });
+      }
+    }
+    if (!opts['no-contention'] && !opts['no-http']) {
+      process.stderr.write('contention over HTTP (git http-backend, basic auth)…\n');
+      const http = await startHttp(join(root, 'repos'));
+      try {
+        contentionResult.http = await measureContention(root, http, {
+          name: 'contention-http.git',
+          extra: HTTP_LOGIN,
+        });
+      } finally {
+        await http.stop();
       }
     }
     if (!opts['no-ssh'] && existsSync(SSHD)) ssh = await measureSsh(root);

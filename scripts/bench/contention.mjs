@@ -200,6 +200,7 @@ export async function measureContention(
     lostRacesPerRelease: lostRaces.release / acquireCount,
     inMedianMs: median(inMs),
     handoverMedianMs: median(handovers),
+    handoverP95Ms: percentile(handovers, 95),
     maxFreeWhileWaitingMs,
     killed: kills ? killed : undefined,
     releaseMedianMs: median(releaseMs),

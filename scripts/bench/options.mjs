@@ -19,6 +19,7 @@ export const { values: opts } = parseArgs({
     'no-contention': { type: 'boolean', default: false },
     'no-kills': { type: 'boolean', default: false },
     'no-ssh': { type: 'boolean', default: false },
+    'no-http': { type: 'boolean', default: false },
     keep: { type: 'boolean', default: false },
     out: { type: 'string' },
     // The scripts to measure: the payload `npm run package` writes (what the image puts in

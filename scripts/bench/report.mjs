@@ -97,7 +97,7 @@ export function printTable(results, contentionResult, ssh) {
       `  lost races          ${c.lostRacesPerAcquire.toFixed(1)} per acquire, ${c.lostRacesPerRelease.toFixed(1)} per release`,
     );
     lines.push(
-      `  in, release         median ${s(c.inMedianMs)} s, ${s(c.releaseMedianMs)} s; hand-over median ${s(c.handoverMedianMs)} s`,
+      `  in, release         median ${s(c.inMedianMs)} s, ${s(c.releaseMedianMs)} s; hand-over median ${s(c.handoverMedianMs)} s, p95 ${s(c.handoverP95Ms)} s`,
     );
     lines.push(`  lock free           longest ${s(c.maxFreeWhileWaitingMs)} s while a put waited`);
     lines.push(`  mutual exclusion    ${c.violations} violations`);
@@ -119,6 +119,16 @@ export function printTable(results, contentionResult, ssh) {
       lines.push(`  mutual exclusion    ${k.violations} violations`);
       lines.push(`  waiting line        ${k.lineLeft} entries left behind`);
     }
+  }
+  const h = contentionResult?.http;
+  if (h) {
+    lines.push('');
+    lines.push(
+      `contention over HTTP (git http-backend, basic auth): ${h.throughput.toFixed(2)} acquires/s, p50 ${s(h.p50Ms)} s, p95 ${s(h.p95Ms)} s,`,
+    );
+    lines.push(
+      `  ${h.connectionsPerAcquire.toFixed(1)} TCP connections per acquire, hand-over median ${s(h.handoverMedianMs)} s, p95 ${s(h.handoverP95Ms)} s, ${h.violations} violations`,
+    );
   }
   if (ssh) lines.push('', ...sshLines(ssh));
   lines.push('');
@@ -218,6 +228,11 @@ export function targets(results, c, ssh) {
         c.kills.violations <= k.maxViolations,
       ]);
   }
+  if (c?.http)
+    list.push([
+      `no mutual-exclusion violation over HTTP: ${c.http.violations}`,
+      c.http.violations <= k.maxViolations,
+    ]);
   for (const [key, sc] of Object.entries(ssh?.contention ?? {}))
     list.push([
       `no mutual-exclusion violation over SSH, ${SSH_MODES[key]}: ${sc.violations}`,

@@ -9,6 +9,7 @@ import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startGitDaemon } from '../../test/helpers/git-daemon.mjs';
+import { startHttpGit } from '../../test/helpers/http-git.mjs';
 import { freePort, whenListening } from '../../test/helpers/net.mjs';
 import { GIT_ENV, run } from './process.mjs';
 
@@ -23,6 +24,26 @@ export async function startDaemon(base) {
     connections: () => connections(daemon.log()) - offset,
     pushes: () => (daemon.log().match(/Request receive-pack /g) ?? []).length,
     stop: daemon.stop,
+  };
+}
+
+/** The basic-auth login the HTTP server asks for. */
+export const HTTP_LOGIN = { username: 'bench', password: 'bench-password' };
+
+/**
+ * `git http-backend` behind basic auth serving the bare repositories in `base`; its connections
+ * are TCP connections (a poll on a kept one costs none), its pushes POSTs to git-receive-pack.
+ */
+export async function startHttp(base) {
+  const http = await startHttpGit({ projectRoot: base, ...HTTP_LOGIN });
+  return {
+    url: (name) => http.url(join(base, name)),
+    connections: () => http.connections(),
+    pushes: () =>
+      http.requests.filter(
+        ({ method, path }) => method === 'POST' && path.endsWith('/git-receive-pack'),
+      ).length,
+    stop: http.stop,
   };
 }
 

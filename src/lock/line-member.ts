@@ -202,7 +202,8 @@ export class LineMember {
    * Waits in line until this put's turn may have come; returns the tip it fetched last if it
    * fetched one (the next attempt starts from it). Near the front of the line it polls at
    * frontPollMs, and each poll is the fetch: a tip that moved is at hand for the next attempt
-   * without a second round trip. Further back it polls the tip and the line every retry_delay
+   * without a second round trip (where looks go over a kept connection, looksAreCheap, it looks
+   * instead and fetches once the tip has moved). Further back it polls the tip and the line every retry_delay
    * without fetching: a tip change matters only to a put the free locks could reach, so it waits
    * for the line to move, and fetches a new tip only when the line ahead of it stands still for a
    * poll (a lock may be free that nobody ahead takes). In a stall it also wakes when it has
@@ -222,13 +223,19 @@ export class LineMember {
       await wait.pause(interval);
       let remote: string | undefined;
       let seen: WaitingEntry[];
-      if (front) {
+      if (front && !this.store.looksAreCheap) {
         remote = await this.store.sync();
         seen = this.store.syncedLine();
         presynced = remote;
       } else {
         ({ tip: remote, line: seen } = await this.store.look());
         presynced = undefined;
+        // On a kept connection a look is one request: the front fetches once the tip has moved.
+        if (front && remote !== undefined && remote !== tip) {
+          remote = await this.store.sync();
+          seen = this.store.syncedLine();
+          presynced = remote;
+        }
       }
       if (remote !== this.lastTip) {
         this.lastTip = remote;

@@ -16,6 +16,11 @@ export interface LockStore {
   sync(): Promise<string>;
   /** The pool's waiting line as the last sync found it (an acquire's store fetches it). */
   syncedLine(): WaitingEntry[];
+  /**
+   * Whether `look` asks on a kept connection (no new connection to the server each time): a poll
+   * near the front of the line then looks, and fetches only once the tip has moved.
+   */
+  readonly looksAreCheap: boolean;
   /** The remote branch tip and the pool's waiting line, without fetching (cheap polling). */
   look(): Promise<{ tip: string | undefined; line: WaitingEntry[] }>;
   /** When the synced tip was committed (ms, to the second; its committer's clock), if known. */

@@ -24,6 +24,7 @@ import type { LockMetadata } from '../base/lock-match.js';
 import { LockFiles } from './lock-files.js';
 import { entryRef, linePrefix, parseEntryRef, type WaitingEntry } from '../lock/waiting-line.js';
 import { BranchCopy, type Reach } from './branch-copy.js';
+import type { HttpRefs } from '../git/http-refs.js';
 import {
   fastImportCommits,
   isRegularFile,
@@ -48,6 +49,11 @@ export interface LockRepositoryOptions {
    * ones only the commits since, so a retry after a lost race needs no deepening fetch.
    */
   keepHistory?: boolean;
+  /**
+   * A kept connection to ask the refs on (HTTP(S) only, see git/http-refs.ts): `look` then costs
+   * the server one request and no new connection, and falls back to ls-remote once it fails.
+   */
+  refs?: HttpRefs;
 }
 
 /** How many commits a keepHistory copy starts with. */
@@ -107,9 +113,18 @@ export class LockRepository {
    * the private home.
    */
   async look(): Promise<{ tip: string | undefined; line: WaitingEntry[] }> {
-    const refs = await this.copy.remoteRefs([this.branchRef, `${this.linePrefix}*`]);
+    const kept = this.options.refs;
+    // A failed kept connection is closed for good: ls-remote from then on (which a stop cancels).
+    const refs =
+      (kept?.usable ? await kept.listRefs().catch(() => undefined) : undefined) ??
+      (await this.copy.remoteRefs([this.branchRef, `${this.linePrefix}*`]));
     const tip = refs.find(({ ref }) => ref === this.branchRef)?.id;
     return { tip, line: this.lineOf(refs) };
+  }
+
+  /** Whether `look` asks on a kept connection: polls may then look, and fetch once it moved. */
+  get looksAreCheap(): boolean {
+    return this.options.refs?.usable ?? false;
   }
 
   /** The line's entries among `refs`. */

@@ -12,6 +12,7 @@ import type { Reclaim } from '../lock/leases.js';
 import type { ResolvedOperation } from '../lock/lock-operation.js';
 import { LockPool, type Outcome } from '../lock/lock-pool.js';
 import { LockRepository } from '../repo/lock-repository.js';
+import { httpRefsFor } from '../git/http-refs.js';
 import { ProgressReporter } from './progress.js';
 import type { Source } from '../protocol/request.js';
 
@@ -38,6 +39,7 @@ export async function runLockOperation(
   options: LockRunOptions,
 ): Promise<Outcome> {
   const { git, home, source, build, waitTimeoutMs } = options;
+  const refs = httpRefsFor(source, ctx.env, ctx.signal);
   const repository = new LockRepository(git, {
     uri: source.uri,
     branch: source.branch,
@@ -45,6 +47,7 @@ export async function runLockOperation(
     workdir: join(home, 'repository'),
     // A put with a filter waits outside the line (see LockPool.run): it needs no line refs.
     line: operation.kind === 'acquire' && !operation.filter,
+    refs,
   });
   const token = ctx.newToken();
   const started = ctx.clock.now();
@@ -87,7 +90,7 @@ export async function runLockOperation(
   );
   const run = runReleasingAbandonedClaim(ctx, pool, source, build, options.claimer);
   ctx.log.info(startLine(operation, source.pool));
-  const outcome = await run(operation);
+  const outcome = await run(operation).finally(() => refs?.close());
   // One line per reclaimed lock (SPEC §10): whose claim went, and why.
   for (const reclaim of outcome.reclaimed ?? []) ctx.log.info(reclaimLine(operation, reclaim));
   if (operation.kind === 'reap' && (outcome.names.length === 0 || operation.dryRun)) {

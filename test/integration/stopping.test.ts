@@ -7,6 +7,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
+import { startHttpGit } from '../helpers/http-git.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { generateKey, startSshd, type Sshd } from '../helpers/sshd.js';
 import { runScript } from '../helpers/run-script.js';
@@ -72,6 +73,30 @@ describe('a waiting acquire stopped by SIGTERM', () => {
       expect(stopped.stderr).toContain('received SIGTERM: stopping');
       expect(await run.leftovers()).toEqual([]);
       expect(await repo.tip()).toBe(tip);
+    }
+  });
+
+  it('over HTTP, looking on a kept connection, exits within 1 s all the same', async () => {
+    repo = await createLockRepo({ pool: { claimed: ['lock-a'] } });
+    const http = await startHttpGit({ projectRoot: repo.root, username: 'u', password: 'p' });
+    try {
+      const tip = await repo.tip();
+      const run = await start(
+        {
+          source: source(http.url(repo.bare), { username: 'u', password: 'p' }),
+          params: { acquire: true },
+        },
+        await stepFolder('unused'),
+      );
+      await run.waitForStderr(/waiting in line/);
+      await sleep(300);
+      const stopped = await stop(run, 'SIGTERM');
+      expect(stopped.code).toBe(143);
+      expect(stopped.eofAfterSignal).toBeLessThan(1000);
+      expect(await run.leftovers()).toEqual([]);
+      expect(await repo.tip()).toBe(tip);
+    } finally {
+      await http.stop();
     }
   });
 

@@ -73,6 +73,8 @@ class FakeStore implements LockStore {
   private syncedEntries: WaitingEntry[] = [];
   /** The remote refuses the line's refs. */
   refuseLine = false;
+  /** Looks go over a kept connection (see LockStore.looksAreCheap). */
+  looksAreCheap = false;
   /** Each lock's file, as `match` reads it (empty when not set). */
   files = new Map<string, string>();
 
@@ -861,6 +863,26 @@ describe('LockPool in the waiting line', () => {
     expect(clock.sleeps).toEqual([FRONT_POLL_MS / 2, FRONT_POLL_MS, FRONT_POLL_MS]);
     expect(store.log.at(-1)).toBe('push leaving');
     expect(store.line).toEqual([]);
+  });
+
+  it('at the front, with looks on a kept connection, looks at each poll and fetches once the tip moved', async () => {
+    const store = new FakeStore(['lock-a'], []);
+    store.looksAreCheap = true;
+    const { pool, clock } = setup(store, { lineToken: 'me' });
+    clock.onSleep = (index) => {
+      if (index === 4) store.otherMoves('lock-a', 'unclaimed');
+    };
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+    // Still a fifth of retry_delay apart, but each poll a look: one fetch to start, one after
+    // the release (the claim's attempt starts from it).
+    expect(clock.sleeps.slice(1)).toEqual([
+      FRONT_POLL_MS,
+      FRONT_POLL_MS,
+      FRONT_POLL_MS,
+      FRONT_POLL_MS,
+    ]);
+    expect(store.count('look')).toBe(5);
+    expect(store.count('sync')).toBe(2);
   });
 
   it('at the front of a quiet pool, polls at retry_delay again', async () => {
