@@ -41,6 +41,20 @@ export interface CommitInfo {
   files: string[];
 }
 
+/** The trailers of a commit (the branch tip by default), as git itself parses them. */
+export async function commitTrailers(
+  repo: LockRepo,
+  ref = repo.branch,
+): Promise<Record<string, string>> {
+  const out = await git(repo.bare, 'log', '-1', '--format=%(trailers:only,unfold)', ref);
+  return Object.fromEntries(
+    out
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => [line.slice(0, line.indexOf(': ')), line.slice(line.indexOf(': ') + 2)]),
+  );
+}
+
 export async function commitInfo(repo: LockRepo, ref: string): Promise<CommitInfo> {
   const [subject = '', committer = '', author = ''] = (
     await git(repo.bare, 'log', '-1', '--format=%s%x00%cn <%ce>%x00%an <%ae>', ref)

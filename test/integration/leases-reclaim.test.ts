@@ -9,7 +9,7 @@ import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { runCommand } from '../helpers/run-command.js';
 import { runScript, startScript } from '../helpers/run-script.js';
 import { source as lockSource } from '../helpers/source.js';
-import { buildFolder, refused, scratchDir, succeeded } from '../helpers/steps.js';
+import { buildFolder, refused, scratchDir, succeeded, commitTrailers } from '../helpers/steps.js';
 
 let repo: LockRepo;
 let daemon: GitDaemon;
@@ -35,15 +35,7 @@ const SHORT = { lease: '1s', lease_grace: '1s' };
 
 const source = (extra: Record<string, unknown> = {}) => lockSource(daemon.url(repo.bare), extra);
 
-async function trailers(ref: string): Promise<Record<string, string>> {
-  const out = await git(repo.bare, 'log', '-1', '--format=%(trailers:only,unfold)', ref);
-  return Object.fromEntries(
-    out
-      .split('\n')
-      .filter(Boolean)
-      .map((line) => [line.slice(0, line.indexOf(': ')), line.slice(line.indexOf(': ') + 2)]),
-  );
-}
+const trailers = (ref?: string) => commitTrailers(repo, ref);
 
 async function put(params: Record<string, unknown>, extra: Record<string, unknown> = {}) {
   return runCommand('out', {
@@ -449,24 +441,21 @@ describe('leases on several locks at once', () => {
   });
 });
 
+/** Renews the claim `held` got for `lease`; the Lease-Expires the renewal recorded. */
+async function renewFor(held: { src: string }, lease: string): Promise<string> {
+  succeeded(
+    await runCommand('out', {
+      stdin: { source: source(SHORT), params: { renew: 'lock', lease } },
+      args: [held.src],
+    }),
+  );
+  return (await trailers())['Lease-Expires']!;
+}
+
 describe('leases as other readers see them', () => {
   it('check with check_events [reclaimed] reports the reap’s commit, and never a renewal', async () => {
     const held = await claim('lock-a');
-    succeeded(
-      await runCommand('out', {
-        stdin: { source: source(SHORT), params: { renew: 'lock', lease: '1s' } },
-        args: [held.src],
-      }),
-    );
-    const renewal = (
-      await git(
-        repo.bare,
-        'log',
-        '-1',
-        '--format=%(trailers:key=Lease-Expires,valueonly)',
-        repo.branch,
-      )
-    ).trim();
+    const renewal = await renewFor(held, '1s');
     await pastLease(renewal);
     const reaped = succeeded(await reap()) as { version: { ref: string } };
     const check = await runCommand('check', {
@@ -477,21 +466,7 @@ describe('leases as other readers see them', () => {
 
   it('pool report --json gives a holder’s lease as last renewed', async () => {
     const held = await claim('lock-a');
-    succeeded(
-      await runCommand('out', {
-        stdin: { source: source(SHORT), params: { renew: 'lock', lease: '2h' } },
-        args: [held.src],
-      }),
-    );
-    const renewal = (
-      await git(
-        repo.bare,
-        'log',
-        '-1',
-        '--format=%(trailers:key=Lease-Expires,valueonly)',
-        repo.branch,
-      )
-    ).trim();
+    const renewal = await renewFor(held, '2h');
     const flags = ['--uri', daemon.url(repo.bare), '--branch', repo.branch, '--pool', 'pool'];
     const report = await runScript('pool', '', { args: ['report', '--json', ...flags] });
     expect(report.code, report.stderr).toBe(0);

@@ -9,7 +9,14 @@ import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { runCommand } from '../helpers/run-command.js';
 import { runScript } from '../helpers/run-script.js';
 import { source as lockSource } from '../helpers/source.js';
-import { buildFolder, otherClone, refused, scratchDir, succeeded } from '../helpers/steps.js';
+import {
+  buildFolder,
+  otherClone,
+  refused,
+  scratchDir,
+  succeeded,
+  commitTrailers,
+} from '../helpers/steps.js';
 
 let repo: LockRepo;
 let daemon: GitDaemon;
@@ -24,16 +31,7 @@ afterEach(async () => {
 
 const source = (extra: Record<string, unknown> = {}) => lockSource(daemon.url(repo.bare), extra);
 
-/** The trailers of a commit, as git itself parses them. */
-async function trailers(ref: string): Promise<Record<string, string>> {
-  const out = await git(repo.bare, 'log', '-1', '--format=%(trailers:only,unfold)', ref);
-  return Object.fromEntries(
-    out
-      .split('\n')
-      .filter(Boolean)
-      .map((line) => [line.slice(0, line.indexOf(': ')), line.slice(line.indexOf(': ') + 2)]),
-  );
-}
+const trailers = (ref?: string) => commitTrailers(repo, ref);
 
 async function put(params: Record<string, unknown>, extra: Record<string, unknown> = {}) {
   const src = await buildFolder();

@@ -4,6 +4,7 @@ import { hostname } from 'node:os';
 import { connect, createServer } from 'node:net';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { commitTrailers } from '../helpers/steps.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startGitDaemon } from '../helpers/git-daemon.js';
 import { freePort } from '../helpers/net.js';
@@ -28,15 +29,7 @@ function pool(args: string[], options: RunOptions = {}) {
   return runScript('pool', '', { ...options, args });
 }
 
-async function trailers(ref = repo.branch): Promise<Record<string, string>> {
-  const out = await git(repo.bare, 'log', '-1', '--format=%(trailers:only,unfold)', ref);
-  return Object.fromEntries(
-    out
-      .split('\n')
-      .filter(Boolean)
-      .map((line) => [line.slice(0, line.indexOf(': ')), line.slice(line.indexOf(': ') + 2)]),
-  );
-}
+const trailers = (ref?: string) => commitTrailers(repo, ref);
 
 /** A bare repository with no commits at all (as a hosting service creates it). */
 async function emptyRepo(): Promise<{ bare: string; root: string }> {

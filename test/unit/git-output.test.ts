@@ -215,6 +215,22 @@ describe('quotePath', () => {
   });
 });
 
+/** Runs `test` in a new bare repository holding one commit (`base`), removed after. */
+function withBareRepository(
+  test: (git: (args: string[], input?: Buffer) => string, base: string) => void,
+): void {
+  const dir = mkdtempSync(join(tmpdir(), 'fast-import-'));
+  try {
+    const git = (args: string[], input?: Buffer) =>
+      execFileSync('git', args, { cwd: dir, input, encoding: 'utf8', env: GIT_TEST_ENV });
+    git(['init', '--quiet', '--bare']);
+    const empty = git(['hash-object', '-t', 'tree', '-w', '--stdin'], Buffer.alloc(0)).trim();
+    test(git, git(['commit-tree', empty, '-m', 'base']).trim());
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 describe('fastImportCommit', () => {
   const commit = {
     ref: 'refs/pool-resource/attempt',
@@ -245,13 +261,7 @@ describe('fastImportCommit', () => {
   });
 
   it('is a stream git fast-import takes, printing the commit it wrote', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'fast-import-'));
-    try {
-      const git = (args: string[], input?: Buffer) =>
-        execFileSync('git', args, { cwd: dir, input, encoding: 'utf8', env: GIT_TEST_ENV });
-      git(['init', '--quiet', '--bare']);
-      const empty = git(['hash-object', '-t', 'tree', '-w', '--stdin'], Buffer.alloc(0)).trim();
-      const base = git(['commit-tree', empty, '-m', 'base']).trim();
+    withBareRepository((git, base) => {
       const out = git(
         ['fast-import', '--quiet', '--force', '--done', '--date-format=now'],
         fastImportCommit({
@@ -269,21 +279,13 @@ describe('fastImportCommit', () => {
       expect(id).toMatch(/^[0-9a-f]{40}$/);
       expect(git(['ls-tree', '-r', '--name-only', '-z', id!])).toBe('p/claimed/tab\tx\0');
       expect(git(['log', '-1', '--format=%s%n%P', id!])).toBe(`claiming: tab\tx\n${base}\n`);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
   });
 });
 
 describe('fastImportCommits', () => {
   it('writes commits in a row in one stream, and parseMarks reads their ids in order', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'fast-import-'));
-    try {
-      const git = (args: string[], input?: Buffer) =>
-        execFileSync('git', args, { cwd: dir, input, encoding: 'utf8', env: GIT_TEST_ENV });
-      git(['init', '--quiet', '--bare']);
-      const empty = git(['hash-object', '-t', 'tree', '-w', '--stdin'], Buffer.alloc(0)).trim();
-      const base = git(['commit-tree', empty, '-m', 'base']).trim();
+    withBareRepository((git, base) => {
       const out = git(
         ['fast-import', '--quiet', '--force', '--done', '--date-format=now'],
         fastImportCommits({
@@ -309,9 +311,7 @@ describe('fastImportCommits', () => {
       expect(git(['ls-tree', '-r', '--name-only', ids![1]!])).toBe('p/a\n');
       expect(git(['ls-tree', '-r', '--name-only', ids![2]!])).toBe('q/a\n');
       expect(parseMarks(out, 4)).toBeUndefined();
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
   });
 });
 
