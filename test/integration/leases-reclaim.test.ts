@@ -258,11 +258,7 @@ describe('renew', () => {
     await pastLease(held.lease);
     succeeded(await reap());
     const reclaim = await repo.tip();
-    const at = new Date(
-      Number((await git(repo.bare, 'log', '-1', '--format=%at', reclaim)).trim()) * 1000,
-    )
-      .toISOString()
-      .replace(/\.\d{3}Z$/, 'Z');
+    const at = await commitTime(reclaim);
     const result = await runCommand('out', {
       stdin: { source: source(SHORT), params: { renew: 'lock' } },
       args: [held.src],
@@ -281,11 +277,7 @@ describe('fencing after a reclaim', () => {
     await pastLease(held.lease);
     succeeded(await reap());
     const reclaim = await repo.tip();
-    const at = new Date(
-      Number((await git(repo.bare, 'log', '-1', '--format=%at', reclaim)).trim()) * 1000,
-    )
-      .toISOString()
-      .replace(/\.\d{3}Z$/, 'Z');
+    const at = await commitTime(reclaim);
     const next = await claim('lock-a', { lease: '1h' });
     const result = await runCommand('out', {
       stdin: { source: source(), params: { release: 'lock' } },
@@ -440,6 +432,12 @@ describe('leases on several locks at once', () => {
     expect((await repo.state('pool')).claimed).toEqual(['lock-a', 'lock-b', 'lock-ref']);
   });
 });
+
+/** When `ref` was committed, as the fencing line says it (RFC 3339 UTC, to the second). */
+async function commitTime(ref: string): Promise<string> {
+  const seconds = Number((await git(repo.bare, 'log', '-1', '--format=%at', ref)).trim());
+  return new Date(seconds * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
 
 /** Renews the claim `held` got for `lease`; the Lease-Expires the renewal recorded. */
 async function renewFor(held: { src: string }, lease: string): Promise<string> {
