@@ -72,12 +72,16 @@ export class LockHolders {
   constructor(
     git: Git,
     private readonly options: LockHoldersOptions,
+    /** A copy that is already fetched (a put's working copy) instead of one of its own. */
+    copy?: BranchCopy,
   ) {
-    this.copy = new BranchCopy(git, {
-      uri: options.uri,
-      branch: options.branch,
-      gitDir: options.gitDir,
-    });
+    this.copy =
+      copy ??
+      new BranchCopy(git, {
+        uri: options.uri,
+        branch: options.branch,
+        gitDir: options.gitDir,
+      });
   }
 
   private run(args: readonly string[], signal?: AbortSignal): Promise<string> {

@@ -471,9 +471,14 @@ export class LockRepository {
    * branch was rewritten since).
    */
   async claims(names: readonly string[]): Promise<Map<string, ClaimFacts> | undefined> {
-    const reader = await this.claimsAtTip();
-    if (!reader) return undefined;
-    const records = await reader.records(names.map((name) => ({ name, state: 'claimed' })));
+    const locks = names.map((name) => ({ name, state: 'claimed' as const }));
+    // First the commits the working copy already holds (a fenced put fetches a window of them,
+    // see lock-run.ts): the claims are usually there, which spares a fetch of a copy of its own.
+    const window = await (await this.claimsInWindow()).records(locks);
+    const records = window.every((record) => record.commit !== undefined)
+      ? window
+      : await (await this.claimsAtTip())?.records(locks);
+    if (!records) return undefined;
     return new Map(
       records.map((record) => [
         record.name,
@@ -498,6 +503,20 @@ export class LockRepository {
     );
     if (state) await reader.records([{ name, state }]);
     return reader.reclaimOf(name, token);
+  }
+
+  /**
+   * A claim reader over the working copy as synced, which never fetches: it finds what the
+   * window of history the copy holds can tell (nothing beyond it: `maxDepth` 0).
+   */
+  private async claimsInWindow(): Promise<LockHolders> {
+    const reader = new LockHolders(
+      this.git,
+      { ...this.options, gitDir: this.options.workdir, maxDepth: 0 },
+      this.copy,
+    );
+    await reader.pin(this.synced());
+    return reader;
   }
 
   /** The claim reader, refreshed; undefined when it found the branch past the synced tip. */

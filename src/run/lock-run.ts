@@ -48,6 +48,9 @@ export async function runLockOperation(
     // A put with a filter waits outside the line (see LockPool.run): it needs no line refs.
     line: operation.kind === 'acquire' && !operation.filter,
     refs,
+    // A put from a get's folder checks the lock is still its claim (fencing): the commits since
+    // the claim, fetched with the tip, usually tell without a fetch of their own.
+    keepHistory: 'token' in operation && operation.token !== undefined,
   });
   const token = ctx.newToken();
   const started = ctx.clock.now();

@@ -273,6 +273,31 @@ describe('fencing', () => {
     expect(Date.now() - started).toBeLessThan(5_000);
   });
 
+  it('the holder’s own release costs the fetch and the push, even after other commits', async () => {
+    const { src } = await claimAndGet();
+    // Others keep the branch moving: the claim is a few commits back from the tip.
+    for (let i = 0; i < 5; i++) await repo.commit(`unrelated ${i}`, async () => undefined);
+    const connections = () => daemon.log().match(/Connection from/g)?.length ?? 0;
+    const before = connections();
+    succeeded(await putFrom(src, { release: 'lock' }));
+    expect(connections() - before).toBe(2);
+    expect((await repo.state('pool')).unclaimed).toContain('lock-a');
+  });
+
+  it('a claim further back than the commits fetched with the tip is still found, and fenced', async () => {
+    const { src, token } = await claimAndGet();
+    for (let i = 0; i < 20; i++) await repo.commit(`unrelated ${i}`, async () => undefined);
+    await reclaimByHand('lock-a', token, 'lease expired at 2026-01-01T00:00:00Z');
+    succeeded(await put({ acquire: true }));
+    for (let i = 0; i < 20; i++) await repo.commit(`more ${i}`, async () => undefined);
+    const before = await repo.tip();
+    refused(
+      await putFrom(src, { release: 'lock' }),
+      /lock lock-a is no longer held by this claim \(reclaimed at /,
+    );
+    expect(await repo.tip()).toBe(before);
+  });
+
   it('the holder’s own release goes through, and a folder without claim_token acts as the reference’s', async () => {
     const { src } = await claimAndGet();
     succeeded(await putFrom(src, { release: 'lock' }));
