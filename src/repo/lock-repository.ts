@@ -1,6 +1,7 @@
 // The git mechanism under the lock policy: the bare, shallow copy of the branch tip (BranchCopy),
-// reused across attempts, and the handful of lock-level actions the policy needs. It never sleeps
-// and never decides; LockPool does both.
+// reused across attempts, and the handful of lock-level actions the policy needs (the waiting
+// line's refs are LineRefs', the current claims ClaimReader's). It never sleeps and never
+// decides; LockPool does both.
 //
 // Cost is what keeps it here: every attempt is one depth-1 fetch (one connection), one ls-tree,
 // one fast-import that writes the commit straight from the tip's trees (no checkout, no index,
@@ -18,11 +19,12 @@ import {
   type PoolState,
   type ReclaimFacts,
 } from '../lock/pool-state.js';
-import { LockHolders } from './lock-holders.js';
+import { ClaimReader } from './claim-reader.js';
 import { missingPoolError } from './missing-pool.js';
 import type { LockMetadata } from '../base/lock-match.js';
 import { LockFiles } from './lock-files.js';
-import { entryRef, linePrefix, parseEntryRef, type WaitingEntry } from '../lock/waiting-line.js';
+import type { WaitingEntry } from '../lock/waiting-line.js';
+import { LineRefs } from './line-refs.js';
 import { BranchCopy, type Reach } from './branch-copy.js';
 import type { HttpRefs } from '../git/http-refs.js';
 import {
@@ -31,7 +33,6 @@ import {
   parseMarks,
   poolEntries,
   type FastImportChange,
-  type RemoteRef,
   type TreeEntry,
 } from './git-output.js';
 
@@ -78,8 +79,10 @@ export class LockRepository {
   private atomicRefused = false;
   /** The lock files read for `match` (only an acquire with `match` creates it). */
   private files: LockFiles | undefined;
-  /** The reader of claims (leases, fencing), made when first asked. */
-  private claimReader: LockHolders | undefined;
+  /** The pool's waiting line on the remote. */
+  private readonly line: LineRefs;
+  /** The reader of claims (leases, fencing). */
+  private readonly claimReader: ClaimReader;
 
   constructor(
     private readonly git: Git,
@@ -90,6 +93,8 @@ export class LockRepository {
       branch: options.branch,
       gitDir: options.workdir,
     });
+    this.claimReader = new ClaimReader(git, options, this.copy);
+    this.line = new LineRefs(this.copy, options);
   }
 
   get branchRef(): string {
@@ -103,78 +108,27 @@ export class LockRepository {
     return this.copy.run(args, options);
   }
 
-  private get linePrefix(): string {
-    return linePrefix(this.options.branch, this.options.pool);
-  }
-
   /**
-   * The branch tip and the pool's waiting line on the remote, without fetching anything: one
-   * ls-remote, the same one connection as asking for the tip alone. Needs no repository: runs in
-   * the private home.
+   * The branch tip and the pool's waiting line on the remote, without fetching anything (see
+   * LineRefs.look).
    */
-  async look(): Promise<{ tip: string | undefined; line: WaitingEntry[] }> {
-    const kept = this.options.refs;
-    // A failed kept connection is closed for good: ls-remote from then on (which a stop cancels).
-    const refs =
-      (kept?.usable ? await kept.listRefs().catch(() => undefined) : undefined) ??
-      (await this.copy.remoteRefs([this.branchRef, `${this.linePrefix}*`]));
-    const tip = refs.find(({ ref }) => ref === this.branchRef)?.id;
-    return { tip, line: this.lineOf(refs) };
+  look(): Promise<{ tip: string | undefined; line: WaitingEntry[] }> {
+    return this.line.look();
   }
 
   /** Whether `look` asks on a kept connection: polls may then look, and fetch once it moved. */
   get looksAreCheap(): boolean {
-    return this.options.refs?.usable ?? false;
+    return this.line.looksAreCheap;
   }
 
-  /** The line's entries among `refs`. */
-  private lineOf(refs: readonly RemoteRef[]): WaitingEntry[] {
-    const line: WaitingEntry[] = [];
-    for (const { id, ref } of refs) {
-      const entry = parseEntryRef(this.linePrefix, ref);
-      if (entry) line.push({ ...entry, at: id });
-    }
-    return line;
-  }
-
-  /**
-   * Puts an entry in the pool's line, or moves it to the synced tip (a put showing it is alive):
-   * a ref at a commit the server already has, so the push sends no objects. Forced: the tip may
-   * not descend from where the entry pointed. False when the remote refuses refs outside its
-   * branches.
-   */
-  async join(entry: WaitingEntry): Promise<boolean> {
-    const ref = entryRef(this.linePrefix, entry);
-    const outcome = await this.pushRefs([`+${this.synced()}:${ref}`], ref);
-    if (outcome === undefined) throw new Error(`git push printed no status for ${ref}`);
-    return typeof outcome === 'string';
+  /** Puts an entry in the pool's line, or moves it to the synced tip (see LineRefs.join). */
+  join(entry: WaitingEntry): Promise<boolean> {
+    return this.line.join(entry, this.synced());
   }
 
   /** Takes entries out of the line (deleting one that is already gone is no error). */
-  async leave(entries: readonly WaitingEntry[], signal?: AbortSignal): Promise<void> {
-    if (entries.length === 0) return;
-    const refs = entries.map((entry) => `:${entryRef(this.linePrefix, entry)}`);
-    await this.pushRefs(refs, refs[0]!.slice(1), signal);
-  }
-
-  /** One push of `refspecs`; the outcome for `ref`, or undefined when git reported none. */
-  private async pushRefs(
-    refspecs: readonly string[],
-    ref: string,
-    signal?: AbortSignal,
-  ): Promise<PushOutcome | PushRefused | undefined> {
-    let out: string;
-    try {
-      out = await this.run(['push', '--porcelain', '--', this.options.uri, ...refspecs], {
-        signal,
-      });
-    } catch (error) {
-      const outcome =
-        error instanceof GitCommandError ? classifyPush(error.stdout, ref) : undefined;
-      if (outcome === undefined) throw error;
-      return outcome;
-    }
-    return classifyPush(out, ref);
+  leave(entries: readonly WaitingEntry[], signal?: AbortSignal): Promise<void> {
+    return this.line.leave(entries, signal);
   }
 
   /** Fetches the branch tip (depth 1); the next attempt starts from exactly that commit. */
@@ -351,7 +305,7 @@ export class LockRepository {
       return outcome;
     }
     try {
-      return await this.pushCommit([`:${entryRef(this.linePrefix, leaving)}`], signal);
+      return await this.pushCommit([`:${this.line.ref(leaving)}`], signal);
     } catch (error) {
       // send-pack.c dies with this before sending anything when the server does not advertise
       // `atomic` (git 2.39); there is no other sign of it. Claim first, then leave the line.
@@ -464,72 +418,18 @@ export class LockRepository {
     return false;
   }
 
-  /**
-   * The current claims of `names` at the synced tip. Read in a copy of their own (LockHolders,
-   * deepened as far as the claiming commits lie, the whole history if need be: fencing must not
-   * guess), so this copy stays at depth 1; undefined when that copy lacks the synced tip (the
-   * branch was rewritten since).
-   */
+  /** The current claims of `names` at the synced tip (see ClaimReader). */
   async claims(names: readonly string[]): Promise<Map<string, ClaimFacts> | undefined> {
-    const locks = names.map((name) => ({ name, state: 'claimed' as const }));
-    // First the commits the working copy already holds (a fenced put fetches a window of them,
-    // see lock-run.ts): the claims are usually there, which spares a fetch of a copy of its own.
-    const window = await (await this.claimsInWindow()).records(locks);
-    const records = window.every((record) => record.commit !== undefined)
-      ? window
-      : await (await this.claimsAtTip())?.records(locks);
-    if (!records) return undefined;
-    return new Map(
-      records.map((record) => [
-        record.name,
-        {
-          token: record.token,
-          commit: record.commit,
-          by: record.by,
-          since: record.since,
-          leaseExpires: record.leaseExpires,
-        },
-      ]),
-    );
+    return this.claimReader.claims(this.synced(), names);
   }
 
+  /** The reclaim of `name`'s claim with `token`, if there was one (see ClaimReader). */
   async reclaimOf(name: string, token: string): Promise<ReclaimFacts | undefined> {
-    const reader = await this.claimsAtTip();
-    if (!reader) return undefined;
-    // Back to the commit that put the lock where it is: a reclaim lies at or before it.
     const { pool } = this.options;
     const state = (['claimed', 'unclaimed'] as const).find((at) =>
       this.entries.has(lockPath(pool, at, name)),
     );
-    if (state) await reader.records([{ name, state }]);
-    return reader.reclaimOf(name, token);
-  }
-
-  /**
-   * A claim reader over the working copy as synced, which never fetches: it finds what the
-   * window of history the copy holds can tell (nothing beyond it: `maxDepth` 0).
-   */
-  private async claimsInWindow(): Promise<LockHolders> {
-    const reader = new LockHolders(
-      this.git,
-      { ...this.options, gitDir: this.options.workdir, maxDepth: 0 },
-      this.copy,
-    );
-    await reader.pin(this.synced());
-    return reader;
-  }
-
-  /** The claim reader, refreshed; undefined when it found the branch past the synced tip. */
-  private async claimsAtTip(): Promise<LockHolders | undefined> {
-    this.claimReader ??= new LockHolders(this.git, {
-      uri: this.options.uri,
-      branch: this.options.branch,
-      pool: this.options.pool,
-      gitDir: `${this.options.workdir}-claims`,
-    });
-    await this.claimReader.refresh();
-    // Fetched at the remote tip, which holds the synced one unless the branch was rewritten.
-    return (await this.claimReader.pin(this.synced())) ? this.claimReader : undefined;
+    return this.claimReader.reclaimOf(this.synced(), name, state, token);
   }
 
   /** False too when `commit` is unknown here (not fetched yet, or never on this branch). */
@@ -551,18 +451,16 @@ export class LockRepository {
 
   /** Fetches the branch (and, with `line`, the line's refs) and keeps the line it found. */
   private async fetch(reach: Reach): Promise<void> {
-    this.fetchedLine = this.lineOf(await this.copy.fetch(reach, { refspecs: this.lineRefspecs }));
+    this.fetchedLine = this.line.entries(
+      await this.copy.fetch(reach, { refspecs: this.line.refspecs }),
+    );
   }
 
   /** Fetches `more` commits of history; false when the copy already holds it all. */
   private async deepen(more: number | 'all'): Promise<boolean> {
-    const refs = await this.copy.deepen(more, { refspecs: this.lineRefspecs });
-    if (refs) this.fetchedLine = this.lineOf(refs);
+    const refs = await this.copy.deepen(more, { refspecs: this.line.refspecs });
+    if (refs) this.fetchedLine = this.line.entries(refs);
     return refs !== undefined;
-  }
-
-  private get lineRefspecs(): string[] {
-    return this.options.line ? [`+${this.linePrefix}*:refs/pool-resource/line/*`] : [];
   }
 
   private async ident(): Promise<{ author: string; committer: string }> {

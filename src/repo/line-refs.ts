@@ -1,0 +1,110 @@
+// The pool's waiting line as refs on the remote (lock/waiting-line.ts says why refs): reading it
+// with the branch tip, without fetching, and pushing entries in and out. A ref points at a commit
+// the server already has, so these pushes send no objects.
+import { GitCommandError } from '../base/errors.js';
+import type { HttpRefs } from '../git/http-refs.js';
+import { classifyPush, type PushOutcome, type PushRefused } from '../git/push-outcome.js';
+import { entryRef, linePrefix, parseEntryRef, type WaitingEntry } from '../lock/waiting-line.js';
+import type { BranchCopy } from './branch-copy.js';
+import type { RemoteRef } from './git-output.js';
+
+export interface LineRefsOptions {
+  uri: string;
+  branch: string;
+  pool: string;
+  /** Fetch the line with the branch (an acquire keeps its place in it). */
+  line?: boolean;
+  /** A kept connection to look on (HTTP(S), see git/http-refs.ts). */
+  refs?: HttpRefs;
+}
+
+export class LineRefs {
+  constructor(
+    private readonly copy: BranchCopy,
+    private readonly options: LineRefsOptions,
+  ) {}
+
+  private get prefix(): string {
+    return linePrefix(this.options.branch, this.options.pool);
+  }
+
+  /** The ref of an entry. */
+  ref(entry: WaitingEntry): string {
+    return entryRef(this.prefix, entry);
+  }
+
+  /** What a fetch of the branch adds to bring the line too (none without `line`). */
+  get refspecs(): string[] {
+    return this.options.line ? [`+${this.prefix}*:refs/pool-resource/line/*`] : [];
+  }
+
+  /** The line's entries among `refs`. */
+  entries(refs: readonly RemoteRef[]): WaitingEntry[] {
+    const line: WaitingEntry[] = [];
+    for (const { id, ref } of refs) {
+      const entry = parseEntryRef(this.prefix, ref);
+      if (entry) line.push({ ...entry, at: id });
+    }
+    return line;
+  }
+
+  /**
+   * The branch tip and the pool's waiting line on the remote, without fetching anything: one
+   * ls-remote, the same one connection as asking for the tip alone (or one request on the kept
+   * connection). Needs no repository: runs in the private home.
+   */
+  async look(): Promise<{ tip: string | undefined; line: WaitingEntry[] }> {
+    const kept = this.options.refs;
+    const branch = this.copy.branchRef;
+    // A failed kept connection is closed for good: ls-remote from then on (which a stop cancels).
+    const refs =
+      (kept?.usable ? await kept.listRefs().catch(() => undefined) : undefined) ??
+      (await this.copy.remoteRefs([branch, `${this.prefix}*`]));
+    const tip = refs.find(({ ref }) => ref === branch)?.id;
+    return { tip, line: this.entries(refs) };
+  }
+
+  /** Whether `look` asks on a kept connection: polls may then look, and fetch once it moved. */
+  get looksAreCheap(): boolean {
+    return this.options.refs?.usable ?? false;
+  }
+
+  /**
+   * Puts an entry in the pool's line, or moves it to `at` (the synced tip: a put showing it is
+   * alive). Forced: the tip may not descend from where the entry pointed. False when the remote
+   * refuses refs outside its branches.
+   */
+  async join(entry: WaitingEntry, at: string): Promise<boolean> {
+    const ref = this.ref(entry);
+    const outcome = await this.pushRefs([`+${at}:${ref}`], ref);
+    if (outcome === undefined) throw new Error(`git push printed no status for ${ref}`);
+    return typeof outcome === 'string';
+  }
+
+  /** Takes entries out of the line (deleting one that is already gone is no error). */
+  async leave(entries: readonly WaitingEntry[], signal?: AbortSignal): Promise<void> {
+    if (entries.length === 0) return;
+    const refs = entries.map((entry) => `:${this.ref(entry)}`);
+    await this.pushRefs(refs, refs[0]!.slice(1), signal);
+  }
+
+  /** One push of `refspecs`; the outcome for `ref`, or undefined when git reported none. */
+  private async pushRefs(
+    refspecs: readonly string[],
+    ref: string,
+    signal?: AbortSignal,
+  ): Promise<PushOutcome | PushRefused | undefined> {
+    let out: string;
+    try {
+      out = await this.copy.run(['push', '--porcelain', '--', this.options.uri, ...refspecs], {
+        signal,
+      });
+    } catch (error) {
+      const outcome =
+        error instanceof GitCommandError ? classifyPush(error.stdout, ref) : undefined;
+      if (outcome === undefined) throw error;
+      return outcome;
+    }
+    return classifyPush(out, ref);
+  }
+}
