@@ -107,7 +107,8 @@ export function refused(result: RunResult, message: string | RegExp): void {
   expect(result.stderr).not.toMatch(/^\s+at /m);
 }
 
-function escape(text: string): RegExp {
+/** A pattern that matches `text` as it is. */
+export function escape(text: string): RegExp {
   return new RegExp(text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
 }
 

@@ -9,7 +9,7 @@ import { createLockRepo, git, type LockRepo, type PoolSeed } from '../helpers/lo
 import { runCommand } from '../helpers/run-command.js';
 import { startScript, type RunningScript } from '../helpers/run-script.js';
 import { source } from '../helpers/source.js';
-import { buildFolder, commitInfo, scratchDir } from '../helpers/steps.js';
+import { buildFolder, commitInfo, escape, scratchDir, succeeded } from '../helpers/steps.js';
 
 let repo: LockRepo | undefined;
 let daemon: GitDaemon | undefined;
@@ -47,8 +47,7 @@ async function served(claimed: PoolSeed['claimed'], unclaimed: PoolSeed['unclaim
 async function putOk(request: unknown, src?: string) {
   const result = await runCommand('out', { stdin: request, args: [src ?? (await scratchDir())] });
   expect(result.stderr).not.toMatch(/error/i);
-  expect(result.code).toBe(0);
-  return { ...result, response: JSON.parse(result.stdout) as Response };
+  return { ...result, response: succeeded(result) as Response };
 }
 
 interface Response {
@@ -68,10 +67,6 @@ async function commitsAfter(lockRepo: LockRepo, from: string) {
   return Promise.all(ids.map(async (id) => ({ id, ...(await commitInfo(lockRepo, id)) })));
 }
 
-function escape(text: string): string {
-  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-}
-
 function trailer(body: string, key: string): string | undefined {
   return new RegExp(`^${key}: (.*)$`, 'm').exec(body)?.[1];
 }
@@ -89,7 +84,7 @@ describe('acquire with count', () => {
       { args: [await scratchDir()] },
     );
     running.push(put);
-    await put.waitForStderr(new RegExp(escape('2 locks wanted, 1 unclaimed')));
+    await put.waitForStderr(escape('2 locks wanted, 1 unclaimed'));
     // Waiting, it holds nothing: lock-c stays unclaimed.
     expect(await pool.repo.state('pool')).toEqual({
       claimed: ['lock-a', 'lock-b'],
@@ -162,7 +157,7 @@ describe('acquire with count', () => {
     ]);
     const loser = winner === first ? second : first;
     const won = JSON.parse((await winner.done).stdout) as Response;
-    await loser.waitForStderr(new RegExp(escape('2 locks wanted, 1 unclaimed')));
+    await loser.waitForStderr(escape('2 locks wanted, 1 unclaimed'));
     expect((await pool.repo.state('pool')).claimed).toHaveLength(2);
 
     // The winner's get, then its release of the whole set.

@@ -14,6 +14,7 @@ import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
 import { consistencyProblems, history, singleMoveProblem } from '../helpers/pool-invariants.js';
 import { runScript, tempDir, type ScriptResult } from '../helpers/run-script.js';
 import { source as lockSource } from '../helpers/source.js';
+import { succeeded } from '../helpers/steps.js';
 
 const ROUNDS = Math.max(1, Number(process.env.SOAK_ROUNDS ?? 2) || 2);
 const WORKERS = 8;
@@ -45,9 +46,10 @@ afterAll(async () => {
   await repo?.cleanup();
 });
 
+/** A run that succeeded with one JSON response, whose failure says which run it was. */
 function expectSuccess(what: string, result: ScriptResult): { version: { ref: string } } {
-  if (result.code !== 0) throw new Error(`${what} exited ${result.code}: ${result.stderr}`);
-  return JSON.parse(result.stdout);
+  expect(result.code, `${what}: ${result.stderr}`).toBe(0);
+  return succeeded(result) as { version: { ref: string } };
 }
 
 interface Hold {
