@@ -191,9 +191,7 @@ describe('claim of a list', () => {
     );
     running.push(put);
     await put.waitForStderr(
-      new RegExp(
-        escape('the set "lock-a", "lock-b" in pool "pool" is not all unclaimed ("lock-b" claimed)'),
-      ),
+      escape('the set "lock-a", "lock-b" in pool "pool" is not all unclaimed ("lock-b" claimed)'),
     );
     expect((await pool.repo.state('pool')).claimed).toEqual(['lock-b']);
     await pool.repo.commit('unclaiming: lock-b', (work) =>
