@@ -10,6 +10,7 @@ import {
   entriesAhead,
   frontPollMs,
   goneAfterMs,
+  slowestPollMs,
   goneAt,
   lockDemand,
   pollMs,
@@ -65,6 +66,8 @@ export class LineMember {
   private readonly gone = new Set<string>();
   /** Entries ahead of this put at the last look (undefined before the first). */
   private ahead: WaitingEntry[] | undefined;
+  /** How many locks the puts that left the line ahead of this one waited for (see turnoverMs). */
+  private departed = 0;
   /** Free locks at the last sync. */
   private free = 0;
   /** Each lock free at the last sync, and since when it is known to be free. */
@@ -186,7 +189,7 @@ export class LineMember {
       await this.takeOut(gone);
       ahead = ahead.filter((entry) => !gone.includes(entry));
     }
-    this.ahead = ahead;
+    this.see(ahead);
     if (this.servedAfter(lockDemand(ahead))) {
       if (present.length === 0) return undefined;
       // The same spread for every put at this tip, a different one at the next.
@@ -218,7 +221,7 @@ export class LineMember {
       const front =
         busy && this.ahead !== undefined && lockDemand(this.ahead) < this.free + FRONT_SPARE;
       const wake = earliest(this.wakeAt(), wait.wakeAt);
-      let interval = front ? frontPollMs(retryDelayMs) : pollMs(retryDelayMs);
+      let interval = this.pollInterval(front);
       if (wake !== undefined) interval = Math.min(interval, wake - this.clock.now());
       await wait.pause(interval);
       let remote: string | undefined;
@@ -248,31 +251,71 @@ export class LineMember {
         this.joined = false;
         if (!(await this.takePlace(presynced ?? tip))) return presynced;
       }
-      this.ahead = entriesAhead(present, this.me);
+      const ahead = this.see(entriesAhead(present, this.me));
       if (!this.placeSaid && this.joined) {
         this.placeSaid = true;
-        const ahead = this.ahead.length;
         this.options.say(
-          `waiting in line for pool "${this.options.pool}": ${ahead === 0 ? 'first' : `${ahead} ${ahead === 1 ? 'put' : 'puts'} ahead`}`,
+          `waiting in line for pool "${this.options.pool}": ${ahead.length === 0 ? 'first' : `${ahead.length} ${ahead.length === 1 ? 'put' : 'puts'} ahead`}`,
         );
       }
       const now = this.clock.now();
       if (wake !== undefined && now >= wake) return presynced;
       if (remote !== tip) {
         // A branch gone (undefined) is the next sync's to report.
-        if (front || remote === undefined || this.servedAfter(lockDemand(this.ahead) - 1))
+        if (front || remote === undefined || this.servedAfter(lockDemand(ahead) - 1))
           return presynced;
         // The tip moved, and for a whole poll nobody ahead has left the line: a lock may be free
         // that nobody ahead takes. When locks change hands all the time, a tip that stands
         // still would never come.
-        const ahead = this.ahead.map(sightKey).join(' ');
-        if (this.unfetched === ahead) return presynced;
-        this.unfetched = ahead;
+        const sights = ahead.map(sightKey).join(' ');
+        if (this.unfetched === sights) return presynced;
+        this.unfetched = sights;
         continue;
       }
       this.unfetched = undefined;
-      if (this.servedAfter(lockDemand(this.ahead))) return presynced;
+      if (this.servedAfter(lockDemand(ahead))) return presynced;
     }
+  }
+
+  /**
+   * How long to wait before the next poll: frontPollMs near the front, retry_delay further back,
+   * and for a put so far back that more locks must be freed before it is near the front, longer:
+   * about twice while the line ahead moves up that far, as fast as this put has seen the line
+   * move (turnoverMs), never slower than slowestPollMs.
+   */
+  private pollInterval(front: boolean): number {
+    const retryDelayMs = this.options.retryDelayMs;
+    if (front) return frontPollMs(retryDelayMs);
+    const ahead = this.ahead;
+    const turnover = this.turnoverMs();
+    if (ahead === undefined || turnover === undefined) return pollMs(retryDelayMs);
+    // Locks the puts ahead take before this put is near the front (see FRONT_SPARE).
+    const toFront = lockDemand(ahead) - this.free - FRONT_SPARE + 1;
+    return Math.max(
+      pollMs(retryDelayMs),
+      Math.min((toFront * turnover) / 2, slowestPollMs(retryDelayMs)),
+    );
+  }
+
+  /**
+   * How long the line ahead takes to move up by one lock, as this put has seen it: the time it has
+   * watched the line over the locks the puts that left it ahead of this one waited for, and one
+   * more (the next to leave), so that a few departures seen early never read as a slow line, and
+   * a line that has not moved at all reads as slow as the watch is long.
+   */
+  private turnoverMs(): number | undefined {
+    if (this.watchingSince === undefined) return undefined;
+    return (this.clock.now() - this.watchingSince) / (this.departed + 1);
+  }
+
+  /** Notes the entries ahead now, counting those that left since the last look. */
+  private see(ahead: WaitingEntry[]): WaitingEntry[] {
+    if (this.ahead) {
+      const still = new Set(ahead.map((entry) => entry.token));
+      this.departed += lockDemand(this.ahead.filter((entry) => !still.has(entry.token)));
+    }
+    this.ahead = ahead;
+    return ahead;
   }
 
   /**

@@ -96,6 +96,17 @@ export function frontPollMs(retryDelayMs: number): number {
 }
 
 /**
+ * The slowest a put waiting in line polls, however slowly the line ahead of it moves (see
+ * LineMember.pollInterval): half the grace a put with the same retry_delay gives it before taking
+ * it for gone (goneAfterMs), and never faster than pollMs. A put far back may be the one a stall
+ * waits for (the puts ahead of it gone): it sees the stall within this, and shows it is alive
+ * (showLife) with the other half to spare.
+ */
+export function slowestPollMs(retryDelayMs: number): number {
+  return Math.max(pollMs(retryDelayMs), Math.min(retryDelayMs, CREDIBLE_CEILING_MS) + 1_000);
+}
+
+/**
  * How many puts beyond those the free locks serve poll at frontPollMs: the next to be served, and
  * the one after it, who is next once the first takes its lock (a put further back learns that
  * only at its next retry_delay poll, often after the following release).

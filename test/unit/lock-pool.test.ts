@@ -328,6 +328,7 @@ function setup(
     waitTimeoutMs?: number;
     waitTimeoutSetting?: string;
     leaseGraceMs?: number;
+    retryDelayMs?: number;
   } = {},
 ) {
   const clock = options.clock ?? new FakeClock();
@@ -338,7 +339,7 @@ function setup(
     reporter,
     {
       pool: 'envs',
-      retryDelayMs: RETRY_DELAY_MS,
+      retryDelayMs: options.retryDelayMs ?? RETRY_DELAY_MS,
       lineToken: options.lineToken,
       waitTimeoutMs: options.waitTimeoutMs,
       waitTimeoutSetting: options.waitTimeoutSetting,
@@ -933,6 +934,35 @@ describe('LockPool in the waiting line', () => {
     expect(store.count('sync')).toBeLessThan(5);
     expect(store.count('look')).toBeGreaterThanOrEqual(2);
     expect(clock.sleeps.slice(0, 2)).toEqual([RETRY_DELAY_MS / 2, RETRY_DELAY_MS]);
+    expect(store.line).toEqual([]);
+  });
+
+  it('far back in a line that moves slowly, polls less often the further back it stands, and at the usual pace once near the front', async () => {
+    const store = new FakeStore(['lock-a'], []);
+    store.line = Array.from({ length: 8 }, (_, n) => waiting(`ahead${n}`, 9_000 - n * 1_000));
+    // retry_delay 100ms: every put polls at 100 ms (the floor) wherever it stands, before.
+    const { pool, clock } = setup(store, { lineToken: 'me', retryDelayMs: 100 });
+    // Each second the holder releases lock-a and the first in line takes it.
+    let handOver = clock.time + 1_000;
+    clock.onSleep = () => {
+      while (clock.time >= handOver && store.remote.claimed.has('lock-a')) {
+        store.otherMoves('lock-a', 'unclaimed');
+        if (store.line[0] && store.line[0].token !== 'me') {
+          store.otherMoves('lock-a', 'claimed');
+          store.line.shift();
+        }
+        handOver += 1_000;
+      }
+    };
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+    const waited = clock.sleeps.reduce((a, b) => a + b, 0);
+    expect(waited).toBeGreaterThan(8_000);
+    // Far back, with the line moving a place a second, it polls every 1.1 s (slowestPollMs): a
+    // put the puts ahead leave a lock to, should they be gone, must show it is alive within
+    // 2.2 s. Near the front, it polls every 100 ms again, so as not to miss its release.
+    expect(Math.max(...clock.sleeps)).toBe(1_100);
+    expect(clock.sleeps.slice(-3)).toEqual([100, 100, 100]);
+    expect(clock.sleeps.length).toBeLessThan(waited / 100 / 2);
     expect(store.line).toEqual([]);
   });
 

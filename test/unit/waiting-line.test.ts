@@ -12,6 +12,7 @@ import {
   pollMs,
   showLifeAfterMs,
   sightKey,
+  slowestPollMs,
   parseEntryRef,
   type WaitingEntry,
 } from '../../src/lock/waiting-line.js';
@@ -114,6 +115,18 @@ describe('waiting line timings', () => {
   ])('polls elsewhere with retry_delay %i ms every %i ms, never faster', (retryDelayMs, poll) => {
     expect(pollMs(retryDelayMs)).toBe(poll);
   });
+
+  it.each([0, 100, 1_000, 10_000, 60_000])(
+    'far back in line with retry_delay %i ms, polls slowly enough to save polls and soon enough to show it is alive before the puts behind take it for gone',
+    (retryDelayMs) => {
+      const slowest = slowestPollMs(retryDelayMs);
+      expect(slowest).toBeGreaterThan(pollMs(retryDelayMs));
+      // Seen a poll late, a stall still leaves a second for the push that shows life.
+      expect(slowest + 1_000).toBeLessThanOrEqual(
+        goneAfterMs(entry(0, 'a', retryDelayMs), retryDelayMs),
+      );
+    },
+  );
 
   it('takes a put to be gone only after twice its own retry_delay and a margin', () => {
     expect(goneAfterMs(entry(0, 'a', 1_000), 1_000)).toBe(4_000);
