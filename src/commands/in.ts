@@ -27,6 +27,7 @@ export async function runIn(ctx: CommandContext) {
     join(environment.home, 'repository'),
     source.uri,
     source.branch,
+    { scratch: true },
   );
 
   // A window from the tip: a put's implicit get asks about (or near) the tip, so one fetch of a

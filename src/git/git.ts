@@ -12,7 +12,7 @@ import {
 import { GIT_KILL_GRACE_MS } from '../base/stop-budget.js';
 import { accessFailure } from './access-failure.js';
 import { GIT_STOP_SIGNAL, processesWithHome, signalProcessesWithHome } from './child-processes.js';
-import type { GitEnvironment } from './environment.js';
+import type { GitEnvironment, GitIdentity } from './environment.js';
 
 export interface GitRunOptions {
   /** Working directory; defaults to the environment's private folder. */
@@ -35,6 +35,11 @@ export class Git {
     private readonly signal: AbortSignal,
     private readonly timeoutMs: number,
   ) {}
+
+  /** Who git writes commits as, when that is known without asking git (see GitEnvironment). */
+  get identity(): GitIdentity | undefined {
+    return this.environment.identity;
+  }
 
   async run(args: readonly string[], options: GitRunOptions = {}): Promise<string> {
     return this.execute(args, options, (git) => git.raw([...args]));

@@ -42,8 +42,10 @@ export class BranchHistory {
     private readonly gitDir: string,
     uri: string,
     private readonly branch: string,
+    /** The copy goes with the run (see BranchCopyOptions.scratch). */
+    { scratch = false }: { scratch?: boolean } = {},
   ) {
-    this.copy = new BranchCopy(git, { uri, branch, gitDir });
+    this.copy = new BranchCopy(git, { uri, branch, gitDir, scratch });
   }
 
   /** How many commits from the tip the copy holds, as last fetched. */
