@@ -6,7 +6,7 @@ import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CancelledError, GitCommandError, OperationError } from '../base/errors.js';
 import { displayUri } from '../base/logger.js';
-import type { Git } from '../git/git.js';
+import type { Git, GitRunOptions } from '../git/git.js';
 import { readRef } from '../git/refs.js';
 import { parseFetchHead, parseLsRemote, parseShallow, type RemoteRef } from './git-output.js';
 
@@ -26,7 +26,7 @@ export interface BranchCopyOptions {
  * For a copy that goes with the run: git >= 2.36 syncs every pack and its index to disk (1-5 ms
  * each measured here); older versions ignore the key.
  */
-const NO_SYNC = ['-c', 'core.fsync=none'];
+const NO_SYNC = [['core.fsync', 'none']] as const;
 
 /** How far a fetch reaches: `depth` commits from the tip, the whole history, or only what is new. */
 export type Reach = number | 'all' | 'since';
@@ -61,7 +61,7 @@ export class BranchCopy {
   }
 
   /** A git command in the copy. */
-  run(args: readonly string[], options: { input?: Buffer; signal?: AbortSignal } = {}) {
+  run(args: readonly string[], options: Omit<GitRunOptions, 'cwd'> = {}) {
     return this.git.run(args, { cwd: this.options.gitDir, ...options });
   }
 
@@ -77,18 +77,20 @@ export class BranchCopy {
   async clone(depth: number): Promise<void> {
     await this.empty();
     await this.branchMustExist(() =>
-      this.git.run([
-        ...(this.options.scratch ? NO_SYNC : []),
-        'clone',
-        '--bare',
-        `--depth=${depth}`,
-        '--single-branch',
-        '--no-tags',
-        `--branch=${this.options.branch}`,
-        '--',
-        this.options.uri,
-        this.options.gitDir,
-      ]),
+      this.git.run(
+        [
+          'clone',
+          '--bare',
+          `--depth=${depth}`,
+          '--single-branch',
+          '--no-tags',
+          `--branch=${this.options.branch}`,
+          '--',
+          this.options.uri,
+          this.options.gitDir,
+        ],
+        { config: this.options.scratch ? NO_SYNC : [] },
+      ),
     );
     this.knownDepth = depth;
     this.fetchedTip =
@@ -136,14 +138,14 @@ export class BranchCopy {
     // A first fetch brings the whole tree: as loose objects (git's choice below 100) that is a
     // file and often a folder each, which the run then spends as long removing as git writing.
     // Later fetches bring a commit's few objects: loose, so that a long wait adds no pack a poll.
-    const scratch = this.options.scratch
-      ? [...NO_SYNC, ...(this.fetchedTip === undefined ? ['-c', 'fetch.unpackLimit=1'] : [])]
-      : [];
+    const config: (readonly [string, string])[] = [];
+    if (this.options.scratch) config.push(...NO_SYNC);
+    if (this.options.scratch && this.fetchedTip === undefined)
+      config.push(['fetch.unpackLimit', '1']);
     await this.branchMustExist(
       () =>
         this.run(
           [
-            ...scratch,
             'fetch',
             '--verbose',
             '--no-tags',
@@ -154,7 +156,7 @@ export class BranchCopy {
             `+${this.branchRef}:${this.trackingRef}`,
             ...(options.refspecs ?? []),
           ],
-          { signal: options.signal },
+          { signal: options.signal, config },
         ),
       options.signal,
     );

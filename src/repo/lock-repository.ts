@@ -9,7 +9,7 @@
 // waits 50 ms after any command that printed nothing, so the commands chosen here all print.
 import { createHash } from 'node:crypto';
 import { CancelledError, OperationError, GitCommandError } from '../base/errors.js';
-import type { Git } from '../git/git.js';
+import type { Git, GitRunOptions } from '../git/git.js';
 import { classifyPush, type PushOutcome, type PushRefused } from '../git/push-outcome.js';
 import {
   lockPath,
@@ -103,10 +103,7 @@ export class LockRepository {
     return this.copy.branchRef;
   }
 
-  private run(
-    args: readonly string[],
-    options: { input?: Buffer; signal?: AbortSignal } = {},
-  ): Promise<string> {
+  private run(args: readonly string[], options: Omit<GitRunOptions, 'cwd'> = {}): Promise<string> {
     return this.copy.run(args, options);
   }
 
@@ -254,22 +251,18 @@ export class LockRepository {
       })),
     });
     const out = await this.run(
-      [
+      ['fast-import', '--quiet', '--force', '--done', '--date-format=now'],
+      {
+        input,
         // Keep the pack fast-import writes: below its unpack limit (100 objects by default) it
         // starts `git unpack-objects` to turn a commit's handful of objects into loose files, a
-        // process per commit. Nor sync it to disk (git >= 2.36 syncs packs, 1-5 ms measured):
-        // the commit only has to reach the remote, and the copy goes with the run.
-        '-c',
-        'fastimport.unpackLimit=0',
-        '-c',
-        'core.fsync=none',
-        'fast-import',
-        '--quiet',
-        '--force',
-        '--done',
-        '--date-format=now',
-      ],
-      { input },
+        // process per commit. Nor sync it to disk (git >= 2.36 syncs packs, 1-5 ms measured): the
+        // commit only has to reach the remote, and the copy goes with the run.
+        config: [
+          ['fastimport.unpackLimit', '0'],
+          ['core.fsync', 'none'],
+        ],
+      },
     );
     const ids = parseMarks(out, staged.length);
     if (!ids) throw new Error(`git fast-import printed no commit: ${out}`);
