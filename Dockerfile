@@ -55,6 +55,12 @@ RUN apt-get update \
       /usr/local/bin/corepack /usr/local/bin/yarn /usr/local/bin/yarnpkg /opt/yarn-* \
       /usr/bin/corepack /usr/local/bin/docker-entrypoint.sh
 COPY --from=build /src/build/resource/ /opt/resource/
+# Node >= 22.1 keeps the code it compiles in /opt/resource/.compile-cache, where the scripts look
+# for it (assets/*): each script runs once here, stopping at its usage line once it has loaded all
+# it imports, so no run compiles it again (~7 ms of each start on Node 24). Node keys the cache by
+# its version and the user: a run as another user, or on another node, compiles as before.
+RUN mkdir /opt/resource/.compile-cache \
+ && for script in check in out pool; do /opt/resource/$script </dev/null >/dev/null 2>&1 || true; done
 ENTRYPOINT []
 CMD ["node"]
 LABEL org.opencontainers.image.title="pool-resource" \

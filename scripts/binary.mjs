@@ -87,6 +87,10 @@ async function bundleAt(work) {
     format: 'cjs',
     platform: 'node',
     target: 'node20',
+    // import() as require(): a single executable's main script has no import() once it carries
+    // a code cache (Node 20: ERR_VM_DYNAMIC_IMPORT_CALLBACK_MISSING), and the resource loads
+    // Node's HTTP(S) client with it (git/http-refs.ts).
+    supported: { 'dynamic-import': false },
     minify: true,
     // Error classes and their names show up in messages; keep them readable.
     keepNames: true,

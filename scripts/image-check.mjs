@@ -4,6 +4,8 @@
 // per finding; exit 1 when any check failed.
 import { execFileSync, spawn } from 'node:child_process';
 import { accessSync, constants, existsSync, readFileSync, readlinkSync, statSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
+import module from 'node:module';
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 
@@ -80,6 +82,13 @@ for (const name of SCRIPTS) {
     first === '#!/usr/bin/env node' && (statSync(path).mode & 0o111) !== 0,
     `${path} is an executable node program (${first || 'missing'})`,
   );
+}
+
+// Node >= 22.1 reads the code the build compiled (Dockerfile) instead of compiling it at each start.
+if (typeof module.enableCompileCache === 'function') {
+  const cache = join(RESOURCE, '.compile-cache');
+  const entries = existsSync(cache) ? readdirSync(cache, { recursive: true }).length : 0;
+  report(entries > 0, `the scripts' compiled code is in ${cache} (${entries} entries)`);
 }
 
 // The process Concourse starts is node itself, not a shell in front of it.

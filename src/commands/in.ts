@@ -2,7 +2,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CommandContext } from '../run/context.js';
-import { BranchHistory } from '../repo/branch-history.js';
+import { BranchHistory, type CommitClaim } from '../repo/branch-history.js';
 import { ConfigurationError, OperationError } from '../base/errors.js';
 import { lockNameProblem } from '../base/lock-name.js';
 import { lockPath } from '../lock/pool-state.js';
@@ -27,6 +27,7 @@ export async function runIn(ctx: CommandContext) {
     join(environment.home, 'repository'),
     source.uri,
     source.branch,
+    { scratch: true },
   );
 
   // A window from the tip: a put's implicit get asks about (or near) the tip, so one fetch of a
@@ -58,9 +59,12 @@ export async function runIn(ctx: CommandContext) {
       `lock "${name}" in pool "${source.pool}" is not a regular file at ${lockCommit.slice(0, 12)}: fix the lock repository`,
     );
   }
-  const set = state === 'claimed' ? await claimedSet(history, lockCommit, source.pool) : undefined;
   // For fencing (SPEC §10): a release or renew from this folder acts only on this claim.
-  const claim = state === 'claimed' ? await history.claimOf(lockCommit, name) : {};
+  const claim: CommitClaim = state === 'claimed' ? await history.claimOf(lockCommit, name) : {};
+  const set =
+    state === 'claimed'
+      ? await claimedSet(history, lockCommit, source.pool, claim.trailers)
+      : undefined;
   if (set) {
     await writeSet(history, dest, set);
     await writeLease(dest, claim.leaseExpires);
@@ -98,8 +102,10 @@ async function claimedSet(
   history: BranchHistory,
   commit: string,
   pool: string,
+  /** The commit's trailers, when claimOf's log already printed them. */
+  trailers: string | undefined,
 ): Promise<ClaimedSet | undefined> {
-  const [set] = await history.trailers(commit, 'Claim-Set');
+  const [set] = await history.trailers(commit, 'Claim-Set', trailers);
   if (set === undefined) return undefined;
   const names = set.split(',').map((name) => name.trim());
   if (names.length < 2 || names.some((name) => lockNameProblem(name) !== undefined))
@@ -114,7 +120,7 @@ async function claimedSet(
     locks.push({ name, blob: lock.blob });
   }
   if (locks.length < 2) return undefined;
-  const [token] = await history.trailers(commit, 'Claim-Token');
+  const [token] = await history.trailers(commit, 'Claim-Token', trailers);
   return { token, locks };
 }
 

@@ -35,7 +35,17 @@ export interface GitEnvironment {
   readonly env: Record<string, string>;
   /** simple-git's unsafe switches, enabled only for variables this module sets itself. */
   readonly unsafe: Record<string, boolean>;
+  /**
+   * The author and committer git will write (`Name <email>`), when no git_config entry can change
+   * them: then nobody needs to ask git (`git var`). Undefined when the request sets identity keys.
+   */
+  readonly identity?: GitIdentity;
   dispose(): Promise<void>;
+}
+
+export interface GitIdentity {
+  author: string;
+  committer: string;
 }
 
 /** Longest wait for an SSH connection (TCP, proxy, handshake, authentication). */
@@ -73,6 +83,9 @@ const SAFETY_CONFIG: [string, string][] = [
   // A gc git starts on its own detaches from the run and would outlive it.
   ['gc.auto', '0'],
   ['gc.autoDetach', 'false'],
+  // git 2.39's fetch starts `git maintenance run --auto` after every fetch, a process that then
+  // finds nothing to do (gc.auto above): this spares it.
+  ['maintenance.auto', 'false'],
 ];
 
 /**
@@ -90,6 +103,23 @@ export function wireProtocolVersion(uri: string): '0' | '2' {
 }
 
 export const DEFAULT_COMMITTER = { name: 'CI Pool Resource', email: 'ci-pool@localhost' };
+
+/**
+ * The config sections git reads the author and committer from (user.name, author.email,
+ * user.useConfigOnly…). Git's own environment variables for them never reach git (see `fill`), and
+ * git_config cannot include other files (protocol/git-config-keys.ts).
+ */
+const IDENTITY_SECTIONS = new Set(['user', 'author', 'committer']);
+
+/** Who git writes as with our defaults, or undefined when git_config may change it. */
+function knownIdentity(gitConfig: GitSettings['gitConfig']): GitIdentity | undefined {
+  const changed = gitConfig.some(({ name }) =>
+    IDENTITY_SECTIONS.has(name.slice(0, name.indexOf('.')).toLowerCase()),
+  );
+  if (changed) return undefined;
+  const ident = `${DEFAULT_COMMITTER.name} <${DEFAULT_COMMITTER.email}>`;
+  return { author: ident, committer: ident };
+}
 
 /** Variables passed through from our own environment: where to find programs and temp space, proxies. */
 const PASS_THROUGH = [
@@ -221,10 +251,12 @@ async function fill(
   } else {
     env[SSH_CONFIG_ENV] = JSON.stringify(sshConfig);
   }
+  const identity = knownIdentity(source.gitConfig);
   return {
     home,
     env,
     unsafe,
+    ...(identity ? { identity } : {}),
     dispose: () => {
       mux?.close();
       return rm(home, { recursive: true, force: true });

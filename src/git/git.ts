@@ -12,7 +12,7 @@ import {
 import { GIT_KILL_GRACE_MS } from '../base/stop-budget.js';
 import { accessFailure } from './access-failure.js';
 import { GIT_STOP_SIGNAL, processesWithHome, signalProcessesWithHome } from './child-processes.js';
-import type { GitEnvironment } from './environment.js';
+import type { GitEnvironment, GitIdentity } from './environment.js';
 
 export interface GitRunOptions {
   /** Working directory; defaults to the environment's private folder. */
@@ -21,6 +21,11 @@ export interface GitRunOptions {
   signal?: AbortSignal;
   /** Bytes written to the command's standard input (git fast-import streams). */
   input?: Buffer;
+  /**
+   * Settings for this command alone, after every other (ours and the request's git_config). In
+   * the environment as the others are, so the command line stays `git COMMAND …`.
+   */
+  config?: readonly (readonly [string, string])[];
 }
 
 /** The commands that talk to the lock repository itself, not only to the local copy. */
@@ -35,6 +40,11 @@ export class Git {
     private readonly signal: AbortSignal,
     private readonly timeoutMs: number,
   ) {}
+
+  /** Who git writes commits as, when that is known without asking git (see GitEnvironment). */
+  get identity(): GitIdentity | undefined {
+    return this.environment.identity;
+  }
 
   async run(args: readonly string[], options: GitRunOptions = {}): Promise<string> {
     return this.execute(args, options, (git) => git.raw([...args]));
@@ -60,11 +70,12 @@ export class Git {
     // simple-git wraps whatever `errors` returns in its own error type, so the structured
     // failure is kept here and rethrown as is.
     let failure: GitCommandError | undefined;
+    const env = withConfig(this.environment.env, options.config ?? []);
     const gitOptions: Partial<SimpleGitOptions> = {
       baseDir: options.cwd ?? this.environment.home,
       abort: signal,
       // simple-git refuses GIT_* variables unless they are listed: these are the ones we built.
-      allowEnvironment: Object.keys(this.environment.env).filter((key) => key.startsWith('GIT_')),
+      allowEnvironment: Object.keys(env).filter((key) => key.startsWith('GIT_')),
       unsafe: this.environment.unsafe,
       ...(options.input === undefined ? {} : { input: () => options.input }),
       errors: (error, result) => {
@@ -90,7 +101,7 @@ export class Git {
     };
     signal.addEventListener('abort', stopProcesses, { once: true });
     try {
-      const output = await task(simpleGit(gitOptions).env(this.environment.env));
+      const output = await task(simpleGit(gitOptions).env(env));
       if (REMOTE_COMMANDS.has(args[0] ?? '')) this.reachedRemote = true;
       return output;
     } catch (error) {
@@ -133,4 +144,19 @@ export class Git {
     }
     signalProcessesWithHome(home, 'SIGKILL');
   }
+}
+
+/** `env` with `config` added to the settings it passes git (GIT_CONFIG_COUNT and its pairs). */
+function withConfig(
+  env: Record<string, string>,
+  config: readonly (readonly [string, string])[],
+): Record<string, string> {
+  if (config.length === 0) return env;
+  const count = Number(env.GIT_CONFIG_COUNT ?? '0');
+  const added: Record<string, string> = { GIT_CONFIG_COUNT: String(count + config.length) };
+  config.forEach(([key, value], index) => {
+    added[`GIT_CONFIG_KEY_${count + index}`] = key;
+    added[`GIT_CONFIG_VALUE_${count + index}`] = value;
+  });
+  return { ...env, ...added };
 }

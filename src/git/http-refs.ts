@@ -10,8 +10,7 @@
 // proxy, no `http.*` or `url.*` setting. Anything unexpected (a redirect, a refused login, a
 // certificate Node does not trust) ends the session for the run; the caller asks git instead,
 // which reports the problem in its own words.
-import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
-import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import type { Agent, IncomingMessage } from 'node:http';
 
 export interface AdvertisedRef {
   id: string;
@@ -95,7 +94,13 @@ export function httpRefsFor(
  * the session stays failed (`usable` false) and the caller asks git from then on.
  */
 export class HttpRefs {
-  private readonly agent: HttpAgent;
+  /**
+   * Node's HTTP(S) client and the kept connection's agent, from the first look on: loading
+   * node:https (and with it node:tls) costs every run's start a few milliseconds, and a put that
+   * takes a lock at once never looks.
+   */
+  private client:
+    Promise<{ agent: Agent; request: typeof import('node:http').request }> | undefined;
   private failed = false;
 
   constructor(
@@ -103,12 +108,24 @@ export class HttpRefs {
     private readonly settings: HttpRefsSettings,
     private readonly signal: AbortSignal,
   ) {
-    const options = { keepAlive: true, maxSockets: 1 };
-    this.agent =
-      url.protocol === 'https:'
-        ? new HttpsAgent({ ...options, rejectUnauthorized: !settings.skipSslVerification })
-        : new HttpAgent(options);
     signal.addEventListener('abort', () => this.close(), { once: true });
+  }
+
+  private connect() {
+    this.client ??= (async () => {
+      const options = { keepAlive: true, maxSockets: 1 };
+      if (this.url.protocol !== 'https:') {
+        const http = await import('node:http');
+        return { agent: new http.Agent(options), request: http.request };
+      }
+      const https = await import('node:https');
+      const agent = new https.Agent({
+        ...options,
+        rejectUnauthorized: !this.settings.skipSslVerification,
+      });
+      return { agent, request: https.request };
+    })();
+    return this.client;
   }
 
   get usable(): boolean {
@@ -117,7 +134,10 @@ export class HttpRefs {
 
   close(): void {
     this.failed = true;
-    this.agent.destroy();
+    this.client?.then(
+      ({ agent }) => agent.destroy(),
+      () => undefined,
+    );
   }
 
   /** Every ref the server advertises (a lock repository has a handful). */
@@ -134,7 +154,10 @@ export class HttpRefs {
     }
   }
 
-  private get(): Promise<Buffer> {
+  private async get(): Promise<Buffer> {
+    const { agent, request } = await this.connect();
+    // Closed while Node's client loaded: no request may start on a destroyed agent.
+    if (!this.usable) throw new Error('the kept connection is closed');
     const path = `${this.url.pathname.replace(/\/+$/, '')}/info/refs?service=git-upload-pack`;
     const headers: Record<string, string> = {
       'User-Agent': 'git/pool-resource',
@@ -144,7 +167,6 @@ export class HttpRefs {
     const { username, password } = this.settings;
     if (username !== undefined || password !== undefined)
       headers.Authorization = `Basic ${Buffer.from(`${username ?? ''}:${password ?? ''}`).toString('base64')}`;
-    const request = this.url.protocol === 'https:' ? httpsRequest : httpRequest;
     return new Promise((resolve, reject) => {
       const req = request(
         {
@@ -154,7 +176,7 @@ export class HttpRefs {
           path,
           method: 'GET',
           headers,
-          agent: this.agent,
+          agent,
           signal: this.signal,
           timeout: this.settings.gitTimeoutMs,
         },

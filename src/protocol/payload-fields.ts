@@ -7,6 +7,11 @@ import type { MetadataMatch } from '../base/lock-match.js';
 import { printable } from '../base/lock-name.js';
 import { suggestField } from './field-suggestion.js';
 
+// zod 4 compiles each object schema into a function (new Function) the first time it parses with
+// it, which pays off over many parses; a script parses one request, so interpreting is faster
+// (measured: ~2 ms of each run's start).
+z.config({ jitless: true });
+
 /** Anything longer is almost certainly a unit mistake ("10" meaning seconds, read as hours). */
 const MAX_DURATION_MS = 7 * 24 * 3600_000;
 

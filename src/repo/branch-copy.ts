@@ -1,12 +1,12 @@
 // The bare, shallow copy of the branch every reader of the lock repository works on: creating it,
 // fetching the tip (one connection), deepening it, its shallow boundary, and the one way to say
 // that the branch does not exist. simple-git waits 50 ms after any command that printed nothing,
-// so the commands here all print (`fetch --verbose`, `init` without --quiet).
-import { mkdir, readFile, rm, stat } from 'node:fs/promises';
+// so the commands here all print (`fetch --verbose`).
+import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { GitCommandError, OperationError } from '../base/errors.js';
+import { CancelledError, GitCommandError, OperationError } from '../base/errors.js';
 import { displayUri } from '../base/logger.js';
-import type { Git } from '../git/git.js';
+import type { Git, GitRunOptions } from '../git/git.js';
 import { readRef } from '../git/refs.js';
 import { parseFetchHead, parseLsRemote, parseShallow, type RemoteRef } from './git-output.js';
 
@@ -15,7 +15,18 @@ export interface BranchCopyOptions {
   branch: string;
   /** The bare repository's folder (created if missing). */
   gitDir: string;
+  /**
+   * The copy goes with the run (it lives in the run's private folder): git need not sync what it
+   * writes to disk, and the first fetch keeps what it brings as one pack (see `fetch`).
+   */
+  scratch?: boolean;
 }
+
+/**
+ * For a copy that goes with the run: git >= 2.36 syncs every pack and its index to disk (1-5 ms
+ * each measured here); older versions ignore the key.
+ */
+const NO_SYNC = [['core.fsync', 'none']] as const;
 
 /** How far a fetch reaches: `depth` commits from the tip, the whole history, or only what is new. */
 export type Reach = number | 'all' | 'since';
@@ -50,7 +61,7 @@ export class BranchCopy {
   }
 
   /** A git command in the copy. */
-  run(args: readonly string[], options: { input?: Buffer; signal?: AbortSignal } = {}) {
+  run(args: readonly string[], options: Omit<GitRunOptions, 'cwd'> = {}) {
     return this.git.run(args, { cwd: this.options.gitDir, ...options });
   }
 
@@ -66,17 +77,20 @@ export class BranchCopy {
   async clone(depth: number): Promise<void> {
     await this.empty();
     await this.branchMustExist(() =>
-      this.git.run([
-        'clone',
-        '--bare',
-        `--depth=${depth}`,
-        '--single-branch',
-        '--no-tags',
-        `--branch=${this.options.branch}`,
-        '--',
-        this.options.uri,
-        this.options.gitDir,
-      ]),
+      this.git.run(
+        [
+          'clone',
+          '--bare',
+          `--depth=${depth}`,
+          '--single-branch',
+          '--no-tags',
+          `--branch=${this.options.branch}`,
+          '--',
+          this.options.uri,
+          this.options.gitDir,
+        ],
+        { config: this.options.scratch ? NO_SYNC : [] },
+      ),
     );
     this.knownDepth = depth;
     this.fetchedTip =
@@ -84,11 +98,26 @@ export class BranchCopy {
       (await this.run(['rev-parse', '--verify', `${this.branchRef}^{commit}`])).trim();
   }
 
-  /** A new, empty copy, for a first fetch that needs more refspecs than clone can take. */
+  /**
+   * A new, empty copy, for a first fetch that needs more refspecs than clone can take. Written
+   * here rather than by `git init --bare`, a process before the fetch can start: a bare
+   * repository is HEAD, objects/, refs/ and its config (git's setup.c, is_git_directory), which is
+   * all `git init --bare` writes that git reads back (the rest is hooks, a description and
+   * info/exclude, unused in a bare copy). The hash is git's default, SHA-1, as `init` would pick.
+   */
   async init(signal?: AbortSignal): Promise<void> {
+    if (signal?.aborted) throw new CancelledError(signal.reason);
     await this.empty();
-    // Not --quiet: its line is what spares simple-git's wait after a silent command (header).
-    await this.run(['init', '--bare'], { signal });
+    const { gitDir } = this.options;
+    await Promise.all([
+      mkdir(join(gitDir, 'objects', 'pack'), { recursive: true }),
+      mkdir(join(gitDir, 'refs', 'heads'), { recursive: true }),
+      writeFile(join(gitDir, 'HEAD'), 'ref: refs/heads/main\n'),
+      writeFile(
+        join(gitDir, 'config'),
+        '[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n',
+      ),
+    ]);
   }
 
   private async empty(): Promise<void> {
@@ -106,6 +135,13 @@ export class BranchCopy {
     options: { refspecs?: readonly string[]; signal?: AbortSignal } = {},
   ): Promise<RemoteRef[]> {
     const depth = reach === 'since' ? [] : reach === 'all' ? ['--unshallow'] : [`--depth=${reach}`];
+    // A first fetch brings the whole tree: as loose objects (git's choice below 100) that is a
+    // file and often a folder each, which the run then spends as long removing as git writing.
+    // Later fetches bring a commit's few objects: loose, so that a long wait adds no pack a poll.
+    const config: (readonly [string, string])[] = [];
+    if (this.options.scratch) config.push(...NO_SYNC);
+    if (this.options.scratch && this.fetchedTip === undefined)
+      config.push(['fetch.unpackLimit', '1']);
     await this.branchMustExist(
       () =>
         this.run(
@@ -120,7 +156,7 @@ export class BranchCopy {
             `+${this.branchRef}:${this.trackingRef}`,
             ...(options.refspecs ?? []),
           ],
-          { signal: options.signal },
+          { signal: options.signal, config },
         ),
       options.signal,
     );

@@ -18,10 +18,19 @@ import {
   parseTree,
   type ChangeLogRecord,
 } from './git-output.js';
-import { claimFromTrailers, renewalLogArgs, renewedLeases } from './lock-holders.js';
+import { claimFromTrailers, renewalLogArgs, renewedLeases, trailerValues } from './lock-holders.js';
 
 /** How much wider each deepening makes the window. */
 const DEEPEN_FACTOR = 4;
+
+/** The claim a commit made (claimOf). */
+export interface CommitClaim {
+  token?: string;
+  /** The lease as last renewed up to the tip. */
+  leaseExpires?: Date;
+  /** The commit's trailers, one a line, when its subject is a claim's or a renewal's. */
+  trailers?: string;
+}
 
 export interface LockAtCommit {
   /** The commit that last changed the lock, at or before the asked one. */
@@ -42,8 +51,10 @@ export class BranchHistory {
     private readonly gitDir: string,
     uri: string,
     private readonly branch: string,
+    /** The copy goes with the run (see BranchCopyOptions.scratch). */
+    { scratch = false }: { scratch?: boolean } = {},
   ) {
-    this.copy = new BranchCopy(git, { uri, branch, gitDir });
+    this.copy = new BranchCopy(git, { uri, branch, gitDir, scratch });
   }
 
   /** How many commits from the tip the copy holds, as last fetched. */
@@ -168,19 +179,24 @@ export class BranchHistory {
    * The claim `commit` made on lock `name`: its token, and its lease as last renewed up to the
    * tip (SPEC §10). The window holds `commit`, so it holds every renewal after it.
    */
-  async claimOf(commit: string, name: string): Promise<{ token?: string; leaseExpires?: Date }> {
+  async claimOf(commit: string, name: string): Promise<CommitClaim> {
     // One command for the claim and its renewals; its parents are in the window, as `commit` is
     // not cut off.
     const out = await this.run(renewalLogArgs([this.tip, '--not', `${commit}^@`]));
     const log = parseHolderLog(out);
-    const claim = claimFromTrailers(log.find((record) => record.commit === commit)?.trailers ?? '');
+    const trailers = log.find((record) => record.commit === commit)?.trailers;
+    const claim = { ...claimFromTrailers(trailers ?? ''), trailers };
     if (claim.token === undefined) return claim;
     const renewed = renewedLeases(log, [{ name, token: claim.token }]);
     return { ...claim, leaseExpires: renewed.get(claim.token) ?? claim.leaseExpires };
   }
 
-  /** The values of `key`'s trailers in `commit`'s message, in order. */
-  async trailers(commit: string, key: string): Promise<string[]> {
+  /**
+   * The values of `key`'s trailers in `commit`'s message, in order. `known`: that commit's
+   * trailers as a log of it printed them (`%(trailers:only,unfold)`), read instead of asking git.
+   */
+  async trailers(commit: string, key: string, known?: string): Promise<string[]> {
+    if (known !== undefined) return trailerValues(known, key).filter((value) => value !== '');
     // `=` first: the command prints even when the commit has no such trailer (see fetch).
     const out = await this.run([
       'show',

@@ -306,14 +306,22 @@ export const RENEWING = 'renewing: ';
 
 /** The value of trailer `key` in `%(trailers:only,unfold)` text; the last one wins. */
 export function trailerOf(trailers: string, key: string): string | undefined {
-  let value: string | undefined;
+  return trailerValues(trailers, key).at(-1);
+}
+
+/**
+ * Every value of `key` in `trailers` (`Key: value` lines), in order, as
+ * `%(trailers:key=KEY,valueonly)` lists them (the key matched regardless of case).
+ */
+export function trailerValues(trailers: string, key: string): string[] {
+  const values: string[] = [];
   for (const line of trailers.split('\n')) {
     const colon = line.indexOf(':');
     if (colon > 0 && line.slice(0, colon).trim().toLowerCase() === key.toLowerCase()) {
-      value = line.slice(colon + 1).trim();
+      values.push(line.slice(colon + 1).trim());
     }
   }
-  return value;
+  return values;
 }
 
 /**

@@ -1,0 +1,123 @@
+// How many git processes each operation starts: every one costs a start of git and, from node,
+// a fork, and the operations are meant to cost little more than plain git's own claim. A `git`
+// first on PATH notes each command the resource runs and turns on git's trace for it (and so for
+// the processes git starts in turn), over git daemon, so that the server's own git is not counted.
+import { execFileSync } from 'node:child_process';
+import { chmod, readFile, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
+import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
+import { runCommand } from '../helpers/run-command.js';
+import { tempDir } from '../helpers/run-script.js';
+import { source } from '../helpers/source.js';
+import { lockStep, scratchDir, succeeded } from '../helpers/steps.js';
+
+let repo: LockRepo;
+let daemon: GitDaemon;
+let bin: string;
+let commands: string;
+let trace: string;
+
+beforeAll(async () => {
+  bin = await tempDir('pool-git-shim-');
+  commands = join(bin, 'commands');
+  trace = join(bin, 'trace');
+  const git = execFileSync('sh', ['-c', 'command -v git'], { encoding: 'utf8' }).trim();
+  await writeFile(
+    join(bin, 'git'),
+    `#!/bin/sh\necho "$1" >> '${commands}'\nGIT_TRACE='${trace}' exec '${git}' "$@"\n`,
+  );
+  await chmod(join(bin, 'git'), 0o755);
+});
+
+afterAll(async () => {
+  await rm(bin, { recursive: true, force: true });
+});
+
+beforeEach(async () => {
+  repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
+  daemon = await startGitDaemon(repo.root);
+});
+
+afterEach(async () => {
+  await daemon?.stop();
+  await repo?.cleanup();
+});
+
+/** Runs one script with the counting `git`; returns its answer and what git ran. */
+async function counted(script: 'check' | 'in' | 'out', request: object, args: string[] = []) {
+  await rm(commands, { force: true });
+  await rm(trace, { force: true });
+  const response = succeeded(
+    await runCommand(script, {
+      stdin: { source: source(repo, { uri: daemon.url(repo.bare) }), ...request },
+      args,
+      // A TMPDIR of its own: no check cache from another test.
+      env: { PATH: `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}`, TMPDIR: await scratchDir() },
+    }),
+  );
+  const read = (file: string) => readFile(file, 'utf8').catch(() => '');
+  const started = (await read(commands)).split('\n').filter(Boolean);
+  // One `built-in: git NAME` line per git process, the ones git started included.
+  const processes = [...(await read(trace)).matchAll(/trace: built-in: git ([\w-]+)/g)].map(
+    (match) => match[1]!,
+  );
+  return { response, started, processes };
+}
+
+describe('git processes per operation', () => {
+  it('an acquire runs fetch, ls-tree, fast-import and push, and nothing git can spare', async () => {
+    const acquire = await counted('out', { params: { acquire: true } }, [await scratchDir()]);
+    expect(acquire.started).toEqual(['fetch', 'ls-tree', 'fast-import', 'push']);
+    // No `git var` (the identity is known), no `git init` (the copy is four files), no
+    // `maintenance run` after the fetch, no `unpack-objects` after fast-import.
+    expect(acquire.processes).not.toContain('var');
+    expect(acquire.processes).not.toContain('init');
+    expect(acquire.processes).not.toContain('maintenance');
+    expect(acquire.processes).not.toContain('unpack-objects');
+    expect(await repo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
+
+    const fetched = await counted('in', { version: (acquire.response as Response).version }, [
+      join(await scratchDir(), 'lock'),
+    ]);
+    // The claim's trailers come with the log that reads its lease: no `git show` of its own.
+    expect(fetched.started).toEqual(['clone', 'log', 'ls-tree', 'rev-list', 'log', 'unpack-file']);
+
+    const release = await counted('out', { params: { release: 'lock' } }, [
+      await lockStep('lock-a'),
+    ]);
+    expect(release.started).toEqual(['clone', 'ls-tree', 'fast-import', 'push']);
+    expect(release.processes).not.toContain('var');
+    expect(release.processes).not.toContain('unpack-objects');
+    expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
+
+    const check = await counted('check', {});
+    expect(check.started).toEqual(['clone', 'log']);
+    expect(check.processes).not.toContain('maintenance');
+  });
+
+  it('asks git for the identity when git_config sets one, and commits as it', async () => {
+    const acquire = await counted(
+      'out',
+      {
+        params: { acquire: true },
+        source: source(repo, {
+          uri: daemon.url(repo.bare),
+          git_config: [{ name: 'user.name', value: 'Pool Bot' }],
+        }),
+      },
+      [await scratchDir()],
+    );
+    expect(acquire.started).toContain('var');
+    const author = execFileSync('git', ['log', '-1', '--format=%an <%ae>', repo.branch], {
+      cwd: repo.bare,
+      encoding: 'utf8',
+    });
+    expect(author.trim()).toBe('Pool Bot <ci-pool@localhost>');
+  });
+});
+
+interface Response {
+  version: { ref: string };
+}
