@@ -7,10 +7,10 @@ import type { Clock } from './retry.js';
 import type { LockStore } from './lock-store.js';
 import {
   FRONT_SPARE,
+  backPollMs,
   entriesAhead,
   frontPollMs,
   goneAfterMs,
-  slowestPollMs,
   goneAt,
   lockDemand,
   pollMs,
@@ -277,24 +277,14 @@ export class LineMember {
     }
   }
 
-  /**
-   * How long to wait before the next poll: frontPollMs near the front, retry_delay further back,
-   * and for a put so far back that more locks must be freed before it is near the front, longer:
-   * about twice while the line ahead moves up that far, as fast as this put has seen the line
-   * move (turnoverMs), never slower than slowestPollMs.
-   */
+  /** How long to wait before the next poll: frontPollMs near the front, backPollMs elsewhere. */
   private pollInterval(front: boolean): number {
     const retryDelayMs = this.options.retryDelayMs;
     if (front) return frontPollMs(retryDelayMs);
-    const ahead = this.ahead;
-    const turnover = this.turnoverMs();
-    if (ahead === undefined || turnover === undefined) return pollMs(retryDelayMs);
+    if (this.ahead === undefined) return pollMs(retryDelayMs);
     // Locks the puts ahead take before this put is near the front (see FRONT_SPARE).
-    const toFront = lockDemand(ahead) - this.free - FRONT_SPARE + 1;
-    return Math.max(
-      pollMs(retryDelayMs),
-      Math.min((toFront * turnover) / 2, slowestPollMs(retryDelayMs)),
-    );
+    const toFront = lockDemand(this.ahead) - this.free - FRONT_SPARE + 1;
+    return backPollMs(retryDelayMs, toFront, this.turnoverMs());
   }
 
   /**

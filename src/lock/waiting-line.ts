@@ -97,13 +97,31 @@ export function frontPollMs(retryDelayMs: number): number {
 
 /**
  * The slowest a put waiting in line polls, however slowly the line ahead of it moves (see
- * LineMember.pollInterval): half the grace a put with the same retry_delay gives it before taking
+ * backPollMs): half the grace a put with the same retry_delay gives it before taking
  * it for gone (goneAfterMs), and never faster than pollMs. A put far back may be the one a stall
  * waits for (the puts ahead of it gone): it sees the stall within this, and shows it is alive
  * (showLife) with the other half to spare.
  */
 export function slowestPollMs(retryDelayMs: number): number {
   return Math.max(pollMs(retryDelayMs), Math.min(retryDelayMs, CREDIBLE_CEILING_MS) + 1_000);
+}
+
+/**
+ * How long a put further back in line waits between polls: about half the time the line ahead of
+ * it takes to move up the `toFront` locks that leave it near the front, at `turnoverMs` a lock (as
+ * the put has seen the line move; unknown before its first look), never faster than pollMs and
+ * never slower than slowestPollMs.
+ */
+export function backPollMs(
+  retryDelayMs: number,
+  toFront: number,
+  turnoverMs: number | undefined,
+): number {
+  if (turnoverMs === undefined) return pollMs(retryDelayMs);
+  return Math.max(
+    pollMs(retryDelayMs),
+    Math.min((toFront * turnoverMs) / 2, slowestPollMs(retryDelayMs)),
+  );
 }
 
 /**

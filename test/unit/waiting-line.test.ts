@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import {
+  backPollMs,
   compareEntries,
   entriesAhead,
   entryRef,
@@ -125,6 +126,21 @@ describe('waiting line timings', () => {
       expect(slowest + 1_000).toBeLessThanOrEqual(
         goneAfterMs(entry(0, 'a', retryDelayMs), retryDelayMs),
       );
+    },
+  );
+
+  it.each([
+    // retry_delay, locks to go before the front, the line's pace a lock, the wait between polls
+    [100, 4, 500, 1_000],
+    [100, 8, 500, 1_100],
+    [100, 1, 100, 100],
+    [100, 4, undefined, 100],
+    [1_000, 4, 500, 1_000],
+    [1_000, 12, 500, 2_000],
+  ])(
+    'further back with retry_delay %i ms, %i locks from the front at %s ms a lock, polls every %i ms',
+    (retryDelayMs, toFront, turnoverMs, poll) => {
+      expect(backPollMs(retryDelayMs, toFront, turnoverMs)).toBe(poll);
     },
   );
 
