@@ -10,6 +10,7 @@ import {
   type HttpsTunnel,
   type SshTransportConfig,
 } from '../transport/ssh-config.js';
+import { startHttpRelay, type HttpRelay } from '../transport/http-relay.js';
 import { startSshMux } from '../transport/ssh-mux.js';
 import { sshCommand } from './ssh-command.js';
 
@@ -40,6 +41,11 @@ export interface GitEnvironment {
    * them: then nobody needs to ask git (`git var`). Undefined when the request sets identity keys.
    */
   readonly identity?: GitIdentity;
+  /**
+   * HTTP(S): the relay that gives the run one connection to the server, while `usable` (git/git.ts
+   * adds its setting to each command); undefined where git connects on its own.
+   */
+  readonly relay?: HttpRelay;
   dispose(): Promise<void>;
 }
 
@@ -237,10 +243,16 @@ async function fill(
     env[`GIT_CONFIG_KEY_${index}`] = key;
     env[`GIT_CONFIG_VALUE_${index}`] = value;
   });
+  const relay = await startHttpRelay(source, parentEnv);
   // The run shares one connection per server among its git commands (ssh-mux.ts); where it
   // cannot listen, the program connects on its own from the settings in its environment. Last,
   // so that nothing after it can fail and leave it listening.
-  const mux = await startSshMux(join(home, 'ssh.sock'), sshConfig, { warn });
+  const mux = await startSshMux(join(home, 'ssh.sock'), sshConfig, { warn }).catch(
+    (error: unknown) => {
+      relay?.close();
+      throw error;
+    },
+  );
   if (mux) {
     env[SSH_MUX_ENV] = mux.path;
     // A stop closes each connection a second after its last command (ssh-mux.ts), not at once:
@@ -257,8 +269,10 @@ async function fill(
     env,
     unsafe,
     ...(identity ? { identity } : {}),
+    ...(relay ? { relay } : {}),
     dispose: () => {
       mux?.close();
+      relay?.close();
       return rm(home, { recursive: true, force: true });
     },
   };

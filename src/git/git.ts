@@ -13,6 +13,7 @@ import { GIT_KILL_GRACE_MS } from '../base/stop-budget.js';
 import { accessFailure } from './access-failure.js';
 import { GIT_STOP_SIGNAL, processesWithHome, signalProcessesWithHome } from './child-processes.js';
 import type { GitEnvironment, GitIdentity } from './environment.js';
+import type { HttpRelay } from '../transport/http-relay.js';
 
 export interface GitRunOptions {
   /** Working directory; defaults to the environment's private folder. */
@@ -58,10 +59,35 @@ export class Git {
     return this.execute(['cat-file', ...args], options, (git) => git.binaryCatFile([...args]));
   }
 
+  /** The run's relay to an HTTP(S) lock repository, while git goes through it. */
+  get relay(): HttpRelay | undefined {
+    const { relay } = this.environment;
+    return relay?.usable ? relay : undefined;
+  }
+
   private async execute<T>(
     args: readonly string[],
     options: GitRunOptions,
     task: (git: SimpleGit) => Promise<T>,
+  ): Promise<T> {
+    const relay = this.relay;
+    if (!relay || !REMOTE_COMMANDS.has(args[0] ?? '')) return this.attempt(args, options, task);
+    try {
+      return await this.attempt(args, options, task, relay.config);
+    } catch (error) {
+      if (relay.usable || error instanceof CancelledError || error instanceof GitTimeoutError)
+        throw error;
+      // The relay turned itself off during the command (transport/http-relay.ts): once more,
+      // git straight to the server, so what stood in the way is told in git's own words.
+      return this.attempt(args, options, task);
+    }
+  }
+
+  private async attempt<T>(
+    args: readonly string[],
+    options: GitRunOptions,
+    task: (git: SimpleGit) => Promise<T>,
+    relayed?: readonly [string, string],
   ): Promise<T> {
     const parent = options.signal ?? this.signal;
     if (parent.aborted) throw new CancelledError(parent.reason);
@@ -70,7 +96,15 @@ export class Git {
     // simple-git wraps whatever `errors` returns in its own error type, so the structured
     // failure is kept here and rethrown as is.
     let failure: GitCommandError | undefined;
-    const env = withConfig(this.environment.env, options.config ?? []);
+    const env = withConfig(this.environment.env, [
+      ...(relayed ? [relayed] : []),
+      ...(options.config ?? []),
+    ]);
+    // git names the address it used: the relay's, which the user never gave.
+    const words = (output: Buffer[]) => {
+      const text = Buffer.concat(output).toString('utf8');
+      return this.environment.relay?.unrelay(text) ?? text;
+    };
     const gitOptions: Partial<SimpleGitOptions> = {
       baseDir: options.cwd ?? this.environment.home,
       abort: signal,
@@ -84,8 +118,8 @@ export class Git {
         failure = new GitCommandError(
           args,
           result.exitCode,
-          Buffer.concat(result.stdOut).toString('utf8'),
-          Buffer.concat(result.stdErr).toString('utf8'),
+          words(result.stdOut),
+          words(result.stdErr),
         );
         return failure;
       },

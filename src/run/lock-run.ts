@@ -39,7 +39,7 @@ export async function runLockOperation(
   options: LockRunOptions,
 ): Promise<Outcome> {
   const { git, home, source, build, waitTimeoutMs } = options;
-  const refs = httpRefsFor(source, ctx.env, ctx.signal);
+  const refs = httpRefsFor(git.relay, source, ctx.signal);
   const repository = new LockRepository(git, {
     uri: source.uri,
     branch: source.branch,

@@ -28,6 +28,9 @@ const exec = promisify(execFile);
  * @property {string} username
  * @property {string} password
  * @property {boolean} [tls]
+ * @property {number} [keepAliveTimeoutMs] How long an idle connection stays open (Node's default: 5 s).
+ * @property {{ from: string, to: string }} [redirect] Requests below path `from` are sent to
+ *   the same place below `to` (301, a Location relative to the server, before any login).
  */
 
 /** @returns {Promise<{ key: Buffer, cert: Buffer }>} */
@@ -71,6 +74,13 @@ export async function startHttpGit(options) {
   /** @type {import('node:http').RequestListener} */
   const handler = (req, res) => {
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');
+    const { redirect } = options;
+    if (redirect && url.pathname.startsWith(`${redirect.from}/`)) {
+      requests.push({ method: req.method ?? '', path: url.pathname });
+      const location = `${redirect.to}${url.pathname.slice(redirect.from.length)}${url.search}`;
+      res.writeHead(301, { Location: location }).end();
+      return;
+    }
     if (req.headers.authorization !== expected) {
       requests.push({ method: req.method ?? '', path: url.pathname });
       res
@@ -129,6 +139,8 @@ export async function startHttpGit(options) {
   const server = options.tls
     ? createHttpsServer(await selfSignedCertificate(), handler)
     : createHttpServer(handler);
+  if (options.keepAliveTimeoutMs !== undefined)
+    server.keepAliveTimeout = options.keepAliveTimeoutMs;
   let connections = 0;
   server.on('connection', () => connections++);
   await new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(undefined)));

@@ -2,7 +2,8 @@
 // of a new connection (and TLS handshake) per poll: counted at the server, `git http-backend`
 // behind basic auth.
 import { afterEach, describe, expect, it } from 'vitest';
-import { HttpRefs, httpRefsFor, parseAdvertisement } from '../../src/git/http-refs.js';
+import { httpRefsFor, parseAdvertisement } from '../../src/git/http-refs.js';
+import { relayUrl, startHttpRelay, type HttpRelay } from '../../src/transport/http-relay.js';
 import { startHttpGit, type HttpGitServer } from '../helpers/http-git.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { startScript } from '../helpers/run-script.js';
@@ -14,7 +15,9 @@ const PASSWORD = 'pass word';
 
 let repo: LockRepo | undefined;
 let server: HttpGitServer | undefined;
+const relays: HttpRelay[] = [];
 afterEach(async () => {
+  for (const relay of relays.splice(0)) relay.close();
   await server?.stop();
   server = undefined;
   await repo?.cleanup();
@@ -27,22 +30,28 @@ async function served(seed: { claimed?: string[]; unclaimed?: string[] }, tls = 
   return { repo, server, uri: server.url(repo.bare) };
 }
 
-const settings = (uri: string, extra: Partial<Parameters<typeof httpRefsFor>[0]> = {}) => ({
+const settings = (uri: string, extra: Partial<Parameters<typeof relayUrl>[0]> = {}) => ({
   uri,
   username: USER,
   password: PASSWORD,
   skipSslVerification: false,
   gitConfig: [],
-  gitTimeoutMs: 10_000,
   ...extra,
 });
+
+/** Looks at the refs over a relay to `uri`, as a run makes them. */
+async function looks(uri: string, extra: Partial<Parameters<typeof relayUrl>[0]> = {}) {
+  const relay = (await startHttpRelay(settings(uri, extra), {}))!;
+  relays.push(relay);
+  return httpRefsFor(relay, { gitTimeoutMs: 10_000 }, new AbortController().signal)!;
+}
 
 describe('HttpRefs', () => {
   it('asks the ref advertisement again and again on one connection, and sees every change', async () => {
     const { repo: lockRepo, server: http, uri } = await served({ unclaimed: ['lock-a'] });
     const line = 'refs/pool-resource/waiting/master/pool/1-1000-abc';
     await git(lockRepo.bare, 'update-ref', line, 'master');
-    const refs = httpRefsFor(settings(uri), {}, new AbortController().signal)!;
+    const refs = await looks(uri);
     const before = http.connections();
     for (let i = 0; i < 10; i++) {
       expect(await refs.listRefs()).toEqual(
@@ -63,43 +72,34 @@ describe('HttpRefs', () => {
 
   it('over HTTPS too, with skip_ssl_verification for a self-signed certificate', async () => {
     const { repo: lockRepo, uri } = await served({ unclaimed: ['lock-a'] }, true);
-    const trusting = httpRefsFor(
-      settings(uri, { skipSslVerification: true }),
-      {},
-      new AbortController().signal,
-    )!;
+    const trusting = await looks(uri, { skipSslVerification: true });
     expect(await trusting.listRefs()).toContainEqual({
       id: await lockRepo.tip(),
       ref: 'refs/heads/master',
     });
     trusting.close();
     // Without it Node refuses the certificate, as git would: the session fails for good.
-    const checking = httpRefsFor(settings(uri), {}, new AbortController().signal)!;
+    const checking = await looks(uri);
     await expect(checking.listRefs()).rejects.toThrow();
     expect(checking.usable).toBe(false);
   });
 
   it('fails for good on a refused login', async () => {
     const { uri } = await served({ unclaimed: ['lock-a'] });
-    const refs = httpRefsFor(
-      settings(uri, { password: 'wrong' }),
-      {},
-      new AbortController().signal,
-    )!;
+    const refs = await looks(uri, { password: 'wrong' });
     await expect(refs.listRefs()).rejects.toThrow(/HTTP 401/);
     expect(refs.usable).toBe(false);
   });
 
   it('is used only where git would connect straight to the server', () => {
-    const signal = new AbortController().signal;
-    expect(httpRefsFor(settings('https://host/locks.git'), {}, signal)).toBeInstanceOf(HttpRefs);
+    expect(relayUrl(settings('https://host/locks.git'), {})?.href).toBe('https://host/locks.git');
     for (const uri of ['git://host/locks.git', 'ssh://git@host/locks.git', '/srv/locks.git'])
-      expect(httpRefsFor(settings(uri), {}, signal)).toBeUndefined();
+      expect(relayUrl(settings(uri), {})).toBeUndefined();
     const proxied = { HTTPS_PROXY: 'http://proxy:3128' };
-    expect(httpRefsFor(settings('https://host/locks.git'), proxied, signal)).toBeUndefined();
+    expect(relayUrl(settings('https://host/locks.git'), proxied)).toBeUndefined();
     for (const name of ['http.extraHeader', 'url.https://mirror/.insteadOf'])
       expect(
-        httpRefsFor(settings('https://host/locks.git', { gitConfig: [{ name }] }), {}, signal),
+        relayUrl(settings('https://host/locks.git', { gitConfig: [{ name }] }), {}),
       ).toBeUndefined();
   });
 

@@ -1,0 +1,347 @@
+// One connection per run to an HTTP(S) lock repository, as the SSH transport keeps one login per
+// run (ssh-mux.ts). git (libcurl) opens a TCP connection, and over HTTPS a TLS handshake, for each
+// command: an acquire's fetch and its push, every fetch while a put waits. Here a
+// url.<base>.insteadOf sends git's requests for the lock repository to a relay on 127.0.0.1 in
+// this process, which forwards each of them over one kept connection to the server (HTTP
+// keep-alive); the kept looks at the refs (git/http-refs.ts) share that connection.
+//
+// Only where git would connect straight to the server with nothing but basic auth (`relayUrl`).
+// The relay answers only below a random path of its own, so no other program on the machine can
+// reach the server through it. A connection to the server that cannot be made (refused, a
+// certificate Node does not trust, …) or an answer the relay does not pass on (a redirect) turns
+// the relay off for the run: git then connects on its own, and the command that met it runs again
+// that way (git/git.ts), so whatever stands in the way is reported in git's own words.
+import { randomBytes } from 'node:crypto';
+import type {
+  Agent,
+  ClientRequest,
+  IncomingHttpHeaders,
+  IncomingMessage,
+  OutgoingHttpHeaders,
+  Server,
+  ServerResponse,
+} from 'node:http';
+
+export interface HttpRelaySettings {
+  uri: string;
+  username?: string;
+  password?: string;
+  skipSslVerification: boolean;
+  gitConfig: readonly { name: string }[];
+}
+
+/** The server's side of the relay: Node's client and the agent that keeps the connection. */
+export interface Upstream {
+  agent: Agent;
+  request: typeof import('node:http').request;
+}
+
+/** Environment variables that send git (curl) through a proxy: then git connects, not us. */
+const PROXY_VARIABLES = ['http_proxy', 'https_proxy', 'all_proxy'];
+
+/**
+ * The largest request the relay holds whole (to send again when the server had closed the kept
+ * connection): git's requests to a lock repository are a few kilobytes. A larger one turns the
+ * relay off and goes straight to the server.
+ */
+const MAX_BODY_BYTES = 8 * 1024 * 1024;
+
+/** Headers about one connection rather than the request (RFC 9110 §7.6.1), or set by the relay. */
+const CONNECTION_HEADERS = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'expect',
+  'host',
+  'content-length',
+]);
+
+/**
+ * The lock repository's URL when git would connect straight to it over HTTP(S) with nothing but
+ * basic auth: no proxy variable, no `http.*` or `url.*` in git_config, no user or query in the URI
+ * (request.ts moves credentials out of it). Undefined otherwise, and git connects on its own.
+ */
+export function relayUrl(
+  settings: HttpRelaySettings,
+  env: Readonly<Record<string, string | undefined>>,
+): URL | undefined {
+  let url: URL;
+  try {
+    url = new URL(settings.uri);
+  } catch {
+    return undefined;
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return undefined;
+  if (url.username || url.password || url.search || url.hash) return undefined;
+  if (settings.gitConfig.some(({ name }) => /^(http|url)\./i.test(name))) return undefined;
+  const proxied = Object.keys(env).some(
+    (key) => PROXY_VARIABLES.includes(key.toLowerCase()) && env[key],
+  );
+  return proxied ? undefined : url;
+}
+
+/** A relay listening on 127.0.0.1, or undefined where git should connect on its own. */
+export async function startHttpRelay(
+  settings: HttpRelaySettings,
+  env: Readonly<Record<string, string | undefined>>,
+): Promise<HttpRelay | undefined> {
+  const url = relayUrl(settings, env);
+  if (!url) return undefined;
+  const { createServer } = await import('node:http');
+  const server = createServer();
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(0, '127.0.0.1', () => resolve());
+    });
+  } catch {
+    return undefined;
+  }
+  // Never what keeps the process alive: a run ends when its work does.
+  server.unref();
+  const { port } = server.address() as import('node:net').AddressInfo;
+  const relay = new HttpRelay(url, settings, server, port);
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => relay.handle(req, res));
+  return relay;
+}
+
+export class HttpRelay {
+  private failure: unknown;
+  private client: Promise<Upstream> | undefined;
+  /** The relay's address for git: anything outside it is refused. */
+  private readonly base: string;
+
+  constructor(
+    /** The lock repository, as the request names it. */
+    readonly url: URL,
+    private readonly settings: HttpRelaySettings,
+    private readonly server: Server,
+    private readonly port: number,
+  ) {
+    this.base = `http://127.0.0.1:${port}/${randomBytes(16).toString('hex')}`;
+  }
+
+  /** Whether git still goes through the relay: false for the rest of the run once it failed. */
+  get usable(): boolean {
+    return this.failure === undefined;
+  }
+
+  /** The setting that sends git's requests for the lock repository to the relay. */
+  get config(): readonly [string, string] {
+    return [`url.${this.base}.insteadOf`, this.settings.uri];
+  }
+
+  /** `text` (git's words) with the relay's address put back to the lock repository's. */
+  unrelay(text: string): string {
+    return text
+      .replaceAll(this.base, this.settings.uri.replace(/\/+$/, ''))
+      .replaceAll(`http://127.0.0.1:${this.port}`, this.url.origin);
+  }
+
+  /** Node's client for the server, and the agent that keeps one connection to it. */
+  upstream(): Promise<Upstream> {
+    this.client ??= (async () => {
+      // One connection: git's requests take turns on it (each is answered in full before the
+      // next), as do the looks at the refs.
+      const options = { keepAlive: true, maxSockets: 1 };
+      if (this.url.protocol !== 'https:') {
+        const http = await import('node:http');
+        return { agent: new http.Agent(options), request: http.request };
+      }
+      const https = await import('node:https');
+      const agent = new https.Agent({
+        ...options,
+        rejectUnauthorized: !this.settings.skipSslVerification,
+      });
+      return { agent, request: https.request as Upstream['request'] };
+    })();
+    return this.client;
+  }
+
+  close(): void {
+    this.failure ??= new Error('closed');
+    this.server.close();
+    this.server.closeAllConnections();
+    this.client?.then(
+      ({ agent }) => agent.destroy(),
+      () => undefined,
+    );
+  }
+
+  /**
+   * A request of the run's own to the server at `path` (below the repository's), on the kept
+   * connection, with the request's credentials.
+   */
+  async request(
+    path: string,
+    headers: OutgoingHttpHeaders,
+    options: { signal: AbortSignal; timeout: number },
+  ): Promise<ClientRequest> {
+    const upstream = await this.upstream();
+    if (!this.usable) throw new Error('the relay is off');
+    const full = `${this.url.pathname.replace(/\/+$/, '')}${path}`;
+    return this.requestOn(upstream, 'GET', full, headers, options);
+  }
+
+  private requestOn(
+    upstream: Upstream,
+    method: string,
+    path: string,
+    headers: OutgoingHttpHeaders,
+    options: { signal?: AbortSignal; timeout?: number } = {},
+  ): ClientRequest {
+    const { username, password } = this.settings;
+    const authorization =
+      headers.authorization ??
+      ((username ?? password) === undefined
+        ? undefined
+        : `Basic ${Buffer.from(`${username ?? ''}:${password ?? ''}`).toString('base64')}`);
+    return upstream.request({
+      protocol: this.url.protocol,
+      hostname: this.url.hostname.replace(/^\[|\]$/g, ''),
+      port: this.url.port || undefined,
+      path,
+      method,
+      headers: {
+        ...headers,
+        host: this.url.host,
+        ...(authorization === undefined ? {} : { authorization }),
+      },
+      agent: upstream.agent,
+      ...options,
+    });
+  }
+
+  /** One request of git's. */
+  handle(req: IncomingMessage, res: ServerResponse): void {
+    const target = this.targetOf(req.url ?? '');
+    if (target === undefined || !this.usable) {
+      req.resume();
+      res.writeHead(target === undefined ? 404 : 502).end();
+      return;
+    }
+    readBody(req).then(
+      (body) => {
+        if (body) void this.forward(req, res, target, body, true);
+        else this.turnOff(res, new Error('a request too large to hold'));
+      },
+      () => res.destroy(),
+    );
+  }
+
+  /** The server's path for a request to the relay, or undefined when it is not below `base`. */
+  private targetOf(path: string): string | undefined {
+    const prefix = this.base.slice(this.base.indexOf('/', 'http://'.length));
+    const rest = path.slice(prefix.length);
+    if (!path.startsWith(prefix) || !/^($|[/?])/.test(rest)) return undefined;
+    return this.url.pathname.replace(/\/+$/, '') + rest;
+  }
+
+  /**
+   * Sends a request of git's to the server and its answer back. `again`: whether a kept
+   * connection the server had closed meanwhile may be replaced for it, which only requests that
+   * change nothing may (not a push's).
+   */
+  private async forward(
+    req: IncomingMessage,
+    res: ServerResponse,
+    path: string,
+    body: Buffer,
+    again: boolean,
+  ): Promise<void> {
+    let upstream: Upstream;
+    try {
+      upstream = await this.upstream();
+    } catch (error) {
+      this.turnOff(res, error);
+      return;
+    }
+    const out = this.requestOn(
+      upstream,
+      req.method ?? 'GET',
+      path,
+      requestHeaders(req.headers, body.length),
+    );
+    // Whether the connection to the server was made: an error before that is the relay's to
+    // report (off, and git goes on its own); after it, the request's.
+    let connected = false;
+    out.on('socket', (socket) => {
+      if (out.reusedSocket) connected = true;
+      else
+        socket.once(this.url.protocol === 'https:' ? 'secureConnect' : 'connect', () => {
+          connected = true;
+        });
+    });
+    out.on('response', (answer) => {
+      const status = answer.statusCode ?? 502;
+      if (status >= 300 && status < 400) {
+        // git follows a redirect of its first request to another address; it does so itself.
+        answer.resume();
+        this.turnOff(res, new Error(`HTTP ${status} to ${answer.headers.location ?? '?'}`));
+        return;
+      }
+      res.writeHead(status, answer.statusMessage, responseHeaders(answer.headers));
+      answer.pipe(res);
+      answer.on('error', () => res.destroy());
+    });
+    out.on('error', (error) => {
+      if (res.headersSent) res.destroy();
+      else if (out.reusedSocket && again && !changesRefs(path))
+        void this.forward(req, res, path, body, false);
+      else if (!connected) this.turnOff(res, error);
+      else res.writeHead(502).end();
+    });
+    // git went away (stopped, timed out): so does its request.
+    res.on('close', () => {
+      if (!res.writableFinished) out.destroy();
+    });
+    out.end(body);
+  }
+
+  private turnOff(res: ServerResponse, error: unknown): void {
+    this.failure ??= error;
+    if (!res.headersSent) res.writeHead(502).end();
+  }
+}
+
+/** A push's request: sent once, whatever happens to the connection. */
+function changesRefs(path: string): boolean {
+  return /\/git-receive-pack$/.test(path.replace(/\?.*$/, ''));
+}
+
+/** The request's body, whole; undefined past MAX_BODY_BYTES. */
+async function readBody(req: IncomingMessage): Promise<Buffer | undefined> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > MAX_BODY_BYTES) {
+      req.resume();
+      return undefined;
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}
+
+function requestHeaders(headers: IncomingHttpHeaders, length: number): OutgoingHttpHeaders {
+  const out: OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(headers))
+    if (value !== undefined && !CONNECTION_HEADERS.has(name)) out[name] = value;
+  if (length > 0) out['content-length'] = length;
+  return out;
+}
+
+function responseHeaders(headers: IncomingHttpHeaders): OutgoingHttpHeaders {
+  const out: OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(headers))
+    if (value !== undefined && (name === 'content-length' || !CONNECTION_HEADERS.has(name)))
+      out[name] = value;
+  return out;
+}

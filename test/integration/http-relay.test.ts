@@ -1,0 +1,207 @@
+// Over HTTP(S) a run keeps one connection to the server for all its git commands and looks, as
+// over SSH it keeps one login: counted at the server, `git http-backend` behind basic auth.
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startHttpRelay, type HttpRelay } from '../../src/transport/http-relay.js';
+import { startHttpGit, type HttpGitOptions, type HttpGitServer } from '../helpers/http-git.js';
+import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
+import { runScript, startScript, type ScriptResult } from '../helpers/run-script.js';
+import { source } from '../helpers/source.js';
+import { scratchDir } from '../helpers/steps.js';
+
+const USER = 'locksmith';
+const PASSWORD = 'pass word';
+
+let repo: LockRepo | undefined;
+let server: HttpGitServer | undefined;
+let relay: HttpRelay | undefined;
+afterEach(async () => {
+  relay?.close();
+  relay = undefined;
+  await server?.stop();
+  server = undefined;
+  await repo?.cleanup();
+  repo = undefined;
+});
+
+async function served(
+  seed: { claimed?: string[]; unclaimed?: string[] },
+  options: Partial<HttpGitOptions> = {},
+) {
+  repo = await createLockRepo({ pool: seed });
+  server = await startHttpGit({
+    projectRoot: repo.root,
+    username: USER,
+    password: PASSWORD,
+    ...options,
+  });
+  return { repo, server, uri: server.url(repo.bare) };
+}
+
+const credentials = { username: USER, password: PASSWORD };
+
+/** A script's result, with the TCP connections and requests the server saw while it ran. */
+async function counted(http: HttpGitServer, run: () => Promise<ScriptResult>) {
+  const connections = http.connections();
+  const requests = http.requests.length;
+  const result = await run();
+  expect(result.code, result.stderr).toBe(0);
+  return {
+    result,
+    connections: http.connections() - connections,
+    requests: http.requests.length - requests,
+  };
+}
+
+async function releaseStep(name: string) {
+  const step = await scratchDir();
+  await mkdir(join(step, 'lock'));
+  await writeFile(join(step, 'lock', 'name'), `${name}\n`);
+  return step;
+}
+
+describe('one connection per run over HTTP(S)', () => {
+  it.each([false, true])(
+    'TLS %s: an acquire, its get, a check and the release each open one connection to the server',
+    async (tls) => {
+      const {
+        repo: lockRepo,
+        server: http,
+        uri,
+      } = await served({ unclaimed: ['lock-a'] }, { tls });
+      const src = source(uri, { ...credentials, skip_ssl_verification: tls });
+      const acquired = await counted(http, async () =>
+        runScript(
+          'out',
+          { source: src, params: { acquire: true } },
+          { args: [await scratchDir()] },
+        ),
+      );
+      // A fetch and a push: two requests each, four connections without the relay.
+      expect(acquired.requests).toBeGreaterThanOrEqual(4);
+      expect(acquired.connections).toBe(1);
+      const version = JSON.parse(acquired.result.stdout).version;
+      const fetched = await counted(http, async () =>
+        runScript('in', { source: src, version }, { args: [await scratchDir()] }),
+      );
+      expect(fetched.connections).toBe(1);
+      const checked = await counted(http, () => runScript('check', { source: src }));
+      expect(checked.connections).toBe(1);
+      const released = await counted(http, async () =>
+        runScript(
+          'out',
+          { source: src, params: { release: 'lock' } },
+          { args: [await releaseStep('lock-a')] },
+        ),
+      );
+      expect(released.connections).toBe(1);
+      expect(await lockRepo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
+    },
+  );
+
+  it('a put that waits joins, looks, names the holder and claims on one connection', async () => {
+    const { repo: lockRepo, server: http, uri } = await served({ claimed: ['lock-a'] });
+    const before = http.connections();
+    const put = startScript(
+      'out',
+      { source: source(uri, { ...credentials, retry_delay: '100ms' }), params: { acquire: true } },
+      { args: [await scratchDir()] },
+    );
+    await put.waitForStderr(/waiting in line/);
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    await lockRepo.commit('unclaiming: lock-a', (work) =>
+      git(work, 'mv', 'pool/claimed/lock-a', 'pool/unclaimed/lock-a').then(() => undefined),
+    );
+    const done = await put.done;
+    expect(done.code, done.stderr).toBe(0);
+    expect(await lockRepo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
+    expect(http.connections() - before).toBe(1);
+  });
+
+  it('a server that closes idle connections soon: the put opens new ones and still claims', async () => {
+    const {
+      repo: lockRepo,
+      server: http,
+      uri,
+    } = await served({ claimed: ['lock-a'] }, { keepAliveTimeoutMs: 50 });
+    const before = http.connections();
+    const put = startScript(
+      'out',
+      { source: source(uri, { ...credentials, retry_delay: '300ms' }), params: { acquire: true } },
+      { args: [await scratchDir()] },
+    );
+    await put.waitForStderr(/waiting in line/);
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    await lockRepo.commit('unclaiming: lock-a', (work) =>
+      git(work, 'mv', 'pool/claimed/lock-a', 'pool/unclaimed/lock-a').then(() => undefined),
+    );
+    const done = await put.done;
+    expect(done.code, done.stderr).toBe(0);
+    expect(await lockRepo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
+    expect(http.connections() - before).toBeGreaterThan(2);
+  });
+
+  it('a redirect is left to git, which follows it on its own', async () => {
+    const {
+      repo: lockRepo,
+      server: http,
+      uri,
+    } = await served(
+      { unclaimed: ['lock-a'] },
+      { redirect: { from: '/moved.git', to: '/locks.git' } },
+    );
+    expect(uri).toMatch(/\/locks\.git$/);
+    const moved = uri.replace(/locks\.git$/, 'moved.git');
+    const acquired = await counted(http, async () =>
+      runScript(
+        'out',
+        { source: source(moved, credentials), params: { acquire: true } },
+        { args: [await scratchDir()] },
+      ),
+    );
+    expect(acquired.result.stderr).toMatch(/acquired/);
+    expect(await lockRepo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
+    expect(http.requests.some(({ path }) => path.startsWith('/moved.git/'))).toBe(true);
+  });
+
+  it('a certificate nobody trusts is reported in git words, with the uri the request names', async () => {
+    const { uri } = await served({ unclaimed: ['lock-a'] }, { tls: true });
+    const result = await runScript('check', { source: source(uri, credentials) });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(`unable to access '${uri}/'`);
+    expect(result.stderr).toMatch(/\(set skip_ssl_verification: true to accept it\)$/m);
+  });
+
+  it('a refused login names the uri the request names', async () => {
+    const { uri } = await served({ unclaimed: ['lock-a'] });
+    const result = await runScript('check', {
+      source: source(uri, { username: USER, password: 'wrong' }),
+    });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(`Authentication failed for '${uri}/'`);
+  });
+});
+
+describe('the relay', () => {
+  it('forwards only what is asked below its own random path', async () => {
+    const { server: http, uri } = await served({ unclaimed: ['lock-a'] });
+    relay = (await startHttpRelay(
+      { uri, ...credentials, skipSslVerification: false, gitConfig: [] },
+      {},
+    ))!;
+    const [setting, target] = relay.config;
+    expect(target).toBe(uri);
+    const base = /^url\.(.*)\.insteadOf$/.exec(setting)![1]!;
+    const origin = new URL(base).origin;
+    expect(base).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/[0-9a-f]{32}$/);
+    const seen = http.requests.length;
+    for (const path of ['/locks.git/info/refs?service=git-upload-pack', '/', '/x/info/refs'])
+      expect((await fetch(`${origin}${path}`)).status).toBe(404);
+    expect(http.requests.length).toBe(seen);
+    const answer = await fetch(`${base}/info/refs?service=git-upload-pack`);
+    expect(answer.status).toBe(200);
+    expect(answer.headers.get('content-type')).toBe('application/x-git-upload-pack-advertisement');
+    expect(http.requests.at(-1)).toMatchObject({ path: '/locks.git/info/refs', user: USER });
+  });
+});
