@@ -18,17 +18,22 @@
 // while a put that was not killed waited for one. It runs once more over HTTP (git http-backend
 // behind basic auth; --no-http leaves it out), counting TCP connections.
 //
+// Without --no-http the operations are also measured over HTTPS with the server a 50 ms round trip
+// away (a delaying TCP proxy), once as the resource runs (one connection per run) and once with git
+// connecting for each command (an `http.*` entry in git_config makes it), alternating.
+//
 // With OpenSSH's sshd installed (and without --no-ssh), the operations and the contention run are
 // also measured over SSH, once as the resource runs (one connection per run) and once with a
 // connection per git command (a TMPDIR too long for the run's socket forces that), alternating.
 //
 // --quick takes 3 rounds per size instead of 9. Sizes take turns round by round, so a burst of
 // load from elsewhere on the machine lands on every size alike; the figures to compare are the
+// ratios within one run.
 //
 // The parts are in scripts/bench/: the lock repositories (repository.mjs), the servers
 // (servers.mjs, on the tests' git daemon), the scripts' runner (scripts.mjs), the operations
 // and their peak memory (operations.mjs), contention (contention.mjs, on the soak tests' checks),
-// SSH (ssh.mjs), and the table with the targets it checks (report.mjs, targets.json).
+// SSH (ssh.mjs), HTTPS at a distance (https.mjs), and the table with the targets it checks (report.mjs, targets.json).
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -46,6 +51,7 @@ import { run } from './bench/process.mjs';
 import { printTable } from './bench/report.mjs';
 import { TIME } from './bench/scripts.mjs';
 import { HTTP_LOGIN, SSHD, startDaemon, startHttp } from './bench/servers.mjs';
+import { measureHttps } from './bench/https.mjs';
 import { measureSsh } from './bench/ssh.mjs';
 
 async function main() {
@@ -62,6 +68,7 @@ async function main() {
   const results = [];
   let contentionResult;
   let ssh;
+  let https;
   try {
     const prepared = [];
     for (const commits of sizes) {
@@ -102,6 +109,7 @@ async function main() {
         await http.stop();
       }
     }
+    if (!opts['no-http']) https = await measureHttps(root);
     if (!opts['no-ssh'] && existsSync(SSHD)) ssh = await measureSsh(root);
   } finally {
     await daemon.stop();
@@ -109,7 +117,7 @@ async function main() {
     else await rm(root, { recursive: true, force: true });
   }
   const load = { before: loadBefore, after: loadavg() };
-  const table = `${printTable(results, contentionResult, ssh)}\n\nload average (1, 5, 15 min) before ${load.before
+  const table = `${printTable(results, contentionResult, ssh, https)}\n\nload average (1, 5, 15 min) before ${load.before
     .map((v) => v.toFixed(2))
     .join(
       ', ',
@@ -123,6 +131,7 @@ async function main() {
     sizes: results,
     contention: contentionResult,
     ssh,
+    https,
     table,
   };
   const file =

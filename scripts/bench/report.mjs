@@ -3,6 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { TIME } from './scripts.mjs';
+import { HTTPS_MODES } from './https.mjs';
 import { SSH_MODES } from './ssh.mjs';
 
 /** What a run must meet, as ratios within the run and absolute figures of the contention run. */
@@ -12,7 +13,7 @@ const s = (ms) => (ms / 1000).toFixed(3);
 const ratio = (a, b) => (a / b).toFixed(2);
 const pad = (text, width) => String(text).padEnd(width);
 
-export function printTable(results, contentionResult, ssh) {
+export function printTable(results, contentionResult, ssh, https) {
   const lines = [];
   const cols = results.map((r) => `${r.commits} commits`);
   const width = 16;
@@ -130,20 +131,25 @@ export function printTable(results, contentionResult, ssh) {
       `  ${h.connectionsPerAcquire.toFixed(1)} TCP connections per acquire, hand-over median ${s(h.handoverMedianMs)} s, p95 ${s(h.handoverP95Ms)} s, ${h.violations} violations`,
     );
   }
+  if (https) lines.push('', ...httpsLines(https));
   if (ssh) lines.push('', ...sshLines(ssh));
   lines.push('');
   lines.push('targets (ratios within this run)');
-  for (const [label, ok] of targets(results, contentionResult, ssh))
+  for (const [label, ok] of targets(results, contentionResult, ssh, https))
     lines.push(`  ${ok ? 'met    ' : 'NOT MET'}  ${label}`);
   return lines.join('\n');
 }
 
-function sshLines(ssh) {
-  const { shared, perCommand } = ssh.operations;
+/**
+ * The operations over one transport in two modes, side by side: `title` first, then the medians,
+ * their ratio and the connections per operation, counted as `unit`.
+ */
+function modeLines(title, operations, [first, second], unit) {
+  const a = operations[first];
+  const b = operations[second];
   const width = 16;
   const lines = [
-    `over SSH (OpenSSH sshd on 127.0.0.1, ${ssh.commits} commits): one connection per run, as the`,
-    'resource runs, against one per git command (forced by a TMPDIR too long for its socket)',
+    ...title,
     pad('median (s)', 26) +
       pad('per run', width) +
       pad('per command', width) +
@@ -159,17 +165,28 @@ function sshLines(ssh) {
   for (const [label, key] of keys)
     lines.push(
       pad(label, 26) +
-        pad(s(shared.medians[key]), width) +
-        pad(s(perCommand.medians[key]), width) +
-        ratio(shared.medians[key], perCommand.medians[key]),
+        pad(s(a.medians[key]), width) +
+        pad(s(b.medians[key]), width) +
+        ratio(a.medians[key], b.medians[key]),
     );
-  lines.push(pad('SSH logins per op', 26) + pad('per run', width) + 'per command');
+  lines.push(pad(`${unit} per op`, 26) + pad('per run', width) + 'per command');
   for (const [label, key] of keys)
     lines.push(
-      pad(label, 26) +
-        pad(shared.connections[key].toFixed(1), width) +
-        perCommand.connections[key].toFixed(1),
+      pad(label, 26) + pad(a.connections[key].toFixed(1), width) + b.connections[key].toFixed(1),
     );
+  return lines;
+}
+
+function sshLines(ssh) {
+  const lines = modeLines(
+    [
+      `over SSH (OpenSSH sshd on 127.0.0.1, ${ssh.commits} commits): one connection per run, as the`,
+      'resource runs, against one per git command (forced by a TMPDIR too long for its socket)',
+    ],
+    ssh.operations,
+    ['shared', 'perCommand'],
+    'SSH logins',
+  );
   for (const [key, c] of Object.entries(ssh.contention ?? {})) {
     lines.push(
       `contention over SSH, ${SSH_MODES[key]}: ${c.throughput.toFixed(2)} acquires/s, p50 ${s(c.p50Ms)} s, p95 ${s(c.p95Ms)} s,`,
@@ -179,7 +196,26 @@ function sshLines(ssh) {
   return lines;
 }
 
-export function targets(results, c, ssh) {
+function httpsLines(https) {
+  const lines = modeLines(
+    [
+      `over HTTPS with the server a ${https.rttMs} ms round trip away (${https.commits} commits): one`,
+      'connection per run, as the resource runs, against one per git command (an http.* git_config)',
+    ],
+    https.operations,
+    ['relayed', 'perCommand'],
+    'TCP connections',
+  );
+  for (const [key, c] of Object.entries(https.contention ?? {})) {
+    lines.push(
+      `contention over HTTPS, ${HTTPS_MODES[key]}: ${c.throughput.toFixed(2)} acquires/s, p50 ${s(c.p50Ms)} s, p95 ${s(c.p95Ms)} s,`,
+      `  hand-over median ${s(c.handoverMedianMs)} s, p95 ${s(c.handoverP95Ms)} s, ${c.connectionsPerAcquire.toFixed(1)} TCP connections per acquire, ${c.violations} violations`,
+    );
+  }
+  return lines;
+}
+
+export function targets(results, c, ssh, https) {
   const { growth, floor, contention: k } = TARGETS;
   const first = results[0];
   const last = results.at(-1);
@@ -235,15 +271,39 @@ export function targets(results, c, ssh) {
         c.kills.violations <= k.maxViolations,
       ]);
   }
-  if (c?.http)
+  if (c?.http) {
     list.push([
       `no mutual-exclusion violation over HTTP: ${c.http.violations}`,
       c.http.violations <= k.maxViolations,
     ]);
+    list.push([
+      `at most ${k.maxConnectionsPerAcquireKept} TCP connections per acquire over HTTP: ${c.http.connectionsPerAcquire.toFixed(1)}`,
+      c.http.connectionsPerAcquire <= k.maxConnectionsPerAcquireKept,
+    ]);
+  }
   for (const [key, sc] of Object.entries(ssh?.contention ?? {}))
     list.push([
       `no mutual-exclusion violation over SSH, ${SSH_MODES[key]}: ${sc.violations}`,
       sc.violations <= k.maxViolations,
     ]);
+  const shared = ssh?.contention?.shared;
+  if (shared)
+    list.push([
+      `at most ${k.maxConnectionsPerAcquireKept} SSH logins per acquire, ${SSH_MODES.shared}: ${shared.connectionsPerAcquire.toFixed(1)}`,
+      shared.connectionsPerAcquire <= k.maxConnectionsPerAcquireKept,
+    ]);
+  for (const [key, hc] of Object.entries(https?.contention ?? {}))
+    list.push([
+      `no mutual-exclusion violation over HTTPS, ${HTTPS_MODES[key]}: ${hc.violations}`,
+      hc.violations <= k.maxViolations,
+    ]);
+  if (https) {
+    const { relayed, perCommand } = https.operations;
+    const ratio = relayed.medians.acquire / perCommand.medians.acquire;
+    list.push([
+      `over HTTPS at a ${https.rttMs} ms round trip, acquire within ${TARGETS.distance.maxRatio}× of one with a connection per git command: ${ratio.toFixed(2)}×`,
+      ratio <= TARGETS.distance.maxRatio,
+    ]);
+  }
   return list;
 }
