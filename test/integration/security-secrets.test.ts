@@ -20,6 +20,7 @@ import { startHttpGit, type HttpGitServer } from '../helpers/http-git.js';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript, tempDir, type ScriptResult } from '../helpers/run-script.js';
 import { source } from '../helpers/source.js';
+import { escape } from '../helpers/steps.js';
 
 /** As GitHub and GitLab hand them out: the token is the user name, the password is empty. */
 const TOKEN = 'ghp_T0kenAsUserName7f3a9c2e4b1d8e6f0a5c';
@@ -219,6 +220,15 @@ describe('credentials in the URI', () => {
     expectQuiet('acquire', acquired);
     expect(acquired.code, acquired.stderr).toBe(0);
     expect(passwordServer.requests.some((request) => request.user === USER)).toBe(true);
+    // Once more with git reaching the server on its own (an http.* entry turns the run's relay
+    // off), so that git asks the credential helper.
+    const direct = await runScript(
+      'check',
+      { source: source(uri, { git_config: [{ name: 'http.lowSpeedLimit', value: '0' }] }) },
+      { env, tmpdir: runTmp },
+    );
+    expectQuiet('check, git on its own', direct);
+    expect(direct.code, direct.stderr).toBe(0);
 
     // The cache: kept between checks, private, and no file in it holds the password.
     expect(await readdir(runTmp)).toEqual(['pool-resource-check']);
@@ -236,8 +246,12 @@ describe('credentials in the URI', () => {
     expect(homes.length).toBeGreaterThan(5);
     for (const line of homes) expect(line).toMatch(/^700 /);
     const trace = await readFile(git.trace, 'utf8');
-    // The trace really shows the remote helper's command line, with the URI it was given.
-    expect(trace).toContain(`remote-http origin ${passwordServer.url(repo.bare)}`);
+    // The trace really shows the remote helper's command lines, with the URI each was given: the
+    // run's relay (a random path on 127.0.0.1), and the server's when git connects on its own.
+    expect(trace).toMatch(/git-remote-http \S+ http:\/\/127\.0\.0\.1:\d+\/[0-9a-f]{32}$/m);
+    expect(trace).toMatch(
+      new RegExp(`git-remote-http \\S+ ${escape(passwordServer.url(repo.bare)).source}$`, 'm'),
+    );
     // …and the credential helper's: it names the variable the password is in, never the value.
     expect(trace).toMatch(/run_command: .*"\$POOL_RESOURCE_GIT_PASSWORD".* get/);
     expectNoCredential('command lines', trace);
