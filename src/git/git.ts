@@ -87,7 +87,7 @@ export class Git {
     args: readonly string[],
     options: GitRunOptions,
     task: (git: SimpleGit) => Promise<T>,
-    relayed?: readonly [string, string],
+    relayed: readonly (readonly [string, string])[] = [],
   ): Promise<T> {
     const parent = options.signal ?? this.signal;
     if (parent.aborted) throw new CancelledError(parent.reason);
@@ -96,10 +96,7 @@ export class Git {
     // simple-git wraps whatever `errors` returns in its own error type, so the structured
     // failure is kept here and rethrown as is.
     let failure: GitCommandError | undefined;
-    const env = withConfig(this.environment.env, [
-      ...(relayed ? [relayed] : []),
-      ...(options.config ?? []),
-    ]);
+    const env = withConfig(this.environment.env, [...relayed, ...(options.config ?? [])]);
     // git names the address it used: the relay's, which the user never gave.
     const words = (output: Buffer[]) => {
       const text = Buffer.concat(output).toString('utf8');

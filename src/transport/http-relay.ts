@@ -6,8 +6,10 @@
 // keep-alive); the kept looks at the refs (git/http-refs.ts) share that connection.
 //
 // Only where git would connect straight to the server with nothing but basic auth (`relayUrl`).
-// The relay answers only below a random path of its own, so no other program on the machine can
-// reach the server through it. A connection to the server that cannot be made (refused, a
+// The relay sends the request's credentials with what it forwards, so it answers only requests
+// that carry a random token of the run's, in a header git is told to send by its environment:
+// the relay's address is in git's command lines, which any local user can read; the environment,
+// like the password already there, is the run's own. A connection to the server that cannot be made (refused, a
 // certificate Node does not trust, …) or an answer the relay does not pass on (a redirect) turns
 // the relay off for the run: git then connects on its own, and the command that met it runs again
 // that way (git/git.ts), so whatever stands in the way is reported in git's own words.
@@ -46,8 +48,12 @@ const PROXY_VARIABLES = ['http_proxy', 'https_proxy', 'all_proxy'];
  */
 const MAX_BODY_BYTES = 8 * 1024 * 1024;
 
-/** Headers about one connection rather than the request (RFC 9110 §7.6.1), or set by the relay. */
+/** The header that carries the run's token from git to the relay (never further). */
+const TOKEN_HEADER = 'X-Pool-Resource-Relay';
+
+/** Headers about one connection rather than the request (RFC 9110 §7.6.1), or the relay's own. */
 const CONNECTION_HEADERS = new Set([
+  TOKEN_HEADER.toLowerCase(),
   'connection',
   'keep-alive',
   'proxy-connection',
@@ -114,8 +120,10 @@ export async function startHttpRelay(
 export class HttpRelay {
   private failure: unknown;
   private client: Promise<Upstream> | undefined;
-  /** The relay's address for git: anything outside it is refused. */
+  /** The relay's address for git. */
   private readonly base: string;
+  /** What a request must carry in TOKEN_HEADER to be forwarded. */
+  private readonly token = randomBytes(16).toString('hex');
 
   constructor(
     /** The lock repository, as the request names it. */
@@ -124,7 +132,7 @@ export class HttpRelay {
     private readonly server: Server,
     private readonly port: number,
   ) {
-    this.base = `http://127.0.0.1:${port}/${randomBytes(16).toString('hex')}`;
+    this.base = `http://127.0.0.1:${port}/relay`;
   }
 
   /** Whether git still goes through the relay: false for the rest of the run once it failed. */
@@ -132,9 +140,12 @@ export class HttpRelay {
     return this.failure === undefined;
   }
 
-  /** The setting that sends git's requests for the lock repository to the relay. */
-  get config(): readonly [string, string] {
-    return [`url.${this.base}.insteadOf`, this.settings.uri];
+  /** The settings that send git's requests for the lock repository to the relay, with the token. */
+  get config(): readonly (readonly [string, string])[] {
+    return [
+      [`url.${this.base}.insteadOf`, this.settings.uri],
+      [`http.${this.base}.extraHeader`, `${TOKEN_HEADER}: ${this.token}`],
+    ];
   }
 
   /** `text` (git's words) with the relay's address put back to the lock repository's. */
@@ -220,7 +231,10 @@ export class HttpRelay {
 
   /** One request of git's. */
   handle(req: IncomingMessage, res: ServerResponse): void {
-    const target = this.targetOf(req.url ?? '');
+    const target =
+      req.headers[TOKEN_HEADER.toLowerCase()] === this.token
+        ? this.targetOf(req.url ?? '')
+        : undefined;
     if (target === undefined || !this.usable) {
       req.resume();
       res.writeHead(target === undefined ? 404 : 502).end();

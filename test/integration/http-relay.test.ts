@@ -184,22 +184,27 @@ describe('one connection per run over HTTP(S)', () => {
 });
 
 describe('the relay', () => {
-  it('forwards only what is asked below its own random path', async () => {
+  it('forwards only what carries the run token, which git has from its environment', async () => {
     const { server: http, uri } = await served({ unclaimed: ['lock-a'] });
     relay = (await startHttpRelay(
       { uri, ...credentials, skipSslVerification: false, gitConfig: [] },
       {},
     ))!;
-    const [setting, target] = relay.config;
-    expect(target).toBe(uri);
-    const base = /^url\.(.*)\.insteadOf$/.exec(setting)![1]!;
-    const origin = new URL(base).origin;
-    expect(base).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/[0-9a-f]{32}$/);
+    const settings = Object.fromEntries(relay.config);
+    const base = Object.keys(settings)
+      .map((key) => /^url\.(.*)\.insteadOf$/.exec(key)?.[1])
+      .find((found) => found !== undefined)!;
+    expect(settings[`url.${base}.insteadOf`]).toBe(uri);
+    const [name, token] = settings[`http.${base}.extraHeader`]!.split(': ');
+    expect(token).toMatch(/^[0-9a-f]{32}$/);
+    const advertisement = `${base}/info/refs?service=git-upload-pack`;
     const seen = http.requests.length;
-    for (const path of ['/locks.git/info/refs?service=git-upload-pack', '/', '/x/info/refs'])
-      expect((await fetch(`${origin}${path}`)).status).toBe(404);
+    for (const headers of [{}, { [name!]: 'f'.repeat(32) }])
+      expect((await fetch(advertisement, { headers })).status).toBe(404);
+    const outside = `${new URL(base).origin}/locks.git/info/refs?service=git-upload-pack`;
+    expect((await fetch(outside, { headers: { [name!]: token! } })).status).toBe(404);
     expect(http.requests.length).toBe(seen);
-    const answer = await fetch(`${base}/info/refs?service=git-upload-pack`);
+    const answer = await fetch(advertisement, { headers: { [name!]: token! } });
     expect(answer.status).toBe(200);
     expect(answer.headers.get('content-type')).toBe('application/x-git-upload-pack-advertisement');
     expect(http.requests.at(-1)).toMatchObject({ path: '/locks.git/info/refs', user: USER });

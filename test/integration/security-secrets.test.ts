@@ -247,8 +247,10 @@ describe('credentials in the URI', () => {
     for (const line of homes) expect(line).toMatch(/^700 /);
     const trace = await readFile(git.trace, 'utf8');
     // The trace really shows the remote helper's command lines, with the URI each was given: the
-    // run's relay (a random path on 127.0.0.1), and the server's when git connects on its own.
-    expect(trace).toMatch(/git-remote-http \S+ http:\/\/127\.0\.0\.1:\d+\/[0-9a-f]{32}$/m);
+    // run's relay on 127.0.0.1 (its token is in git's environment, never in a command line), and
+    // the server's when git connects on its own.
+    expect(trace).toMatch(/git-remote-http \S+ http:\/\/127\.0\.0\.1:\d+\/relay$/m);
+    expect(trace).not.toContain('X-Pool-Resource-Relay');
     expect(trace).toMatch(
       new RegExp(`git-remote-http \\S+ ${escape(passwordServer.url(repo.bare)).source}$`, 'm'),
     );
