@@ -178,38 +178,36 @@ function modeLines(title, operations, [first, second], unit) {
 }
 
 function sshLines(ssh) {
-  const lines = modeLines(
+  return transportLines(
     [
       `over SSH (OpenSSH sshd on 127.0.0.1, ${ssh.commits} commits): one connection per run, as the`,
       'resource runs, against one per git command (forced by a TMPDIR too long for its socket)',
     ],
-    ssh.operations,
+    ssh,
     ['shared', 'perCommand'],
-    'SSH logins',
+    { name: 'SSH', unit: 'SSH logins', modes: SSH_MODES },
   );
-  for (const [key, c] of Object.entries(ssh.contention ?? {})) {
-    lines.push(
-      `contention over SSH, ${SSH_MODES[key]}: ${c.throughput.toFixed(2)} acquires/s, p50 ${s(c.p50Ms)} s, p95 ${s(c.p95Ms)} s,`,
-      `  ${c.connectionsPerAcquire.toFixed(1)} SSH logins per acquire, ${c.violations} violations`,
-    );
-  }
-  return lines;
 }
 
 function httpsLines(https) {
-  const lines = modeLines(
+  return transportLines(
     [
       `over HTTPS with the server a ${https.rttMs} ms round trip away (${https.commits} commits): one`,
       'connection per run, as the resource runs, against one per git command (an http.* git_config)',
     ],
-    https.operations,
+    https,
     ['relayed', 'perCommand'],
-    'TCP connections',
+    { name: 'HTTPS', unit: 'TCP connections', modes: HTTPS_MODES },
   );
-  for (const [key, c] of Object.entries(https.contention ?? {})) {
+}
+
+/** A transport's two modes side by side (modeLines), then its contention runs, one per mode. */
+function transportLines(title, result, keys, { name, unit, modes }) {
+  const lines = modeLines(title, result.operations, keys, unit);
+  for (const [key, c] of Object.entries(result.contention ?? {})) {
     lines.push(
-      `contention over HTTPS, ${HTTPS_MODES[key]}: ${c.throughput.toFixed(2)} acquires/s, p50 ${s(c.p50Ms)} s, p95 ${s(c.p95Ms)} s,`,
-      `  hand-over median ${s(c.handoverMedianMs)} s, p95 ${s(c.handoverP95Ms)} s, ${c.connectionsPerAcquire.toFixed(1)} TCP connections per acquire, ${c.violations} violations`,
+      `contention over ${name}, ${modes[key]}: ${c.throughput.toFixed(2)} acquires/s, p50 ${s(c.p50Ms)} s, p95 ${s(c.p95Ms)} s,`,
+      `  hand-over median ${s(c.handoverMedianMs)} s, p95 ${s(c.handoverP95Ms)} s, ${c.connectionsPerAcquire.toFixed(1)} ${unit} per acquire, ${c.violations} violations`,
     );
   }
   return lines;
