@@ -9,9 +9,9 @@
 // Tagged `soak`, sized by SOAK_ROUNDS as soak.test.ts.
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
-import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
+import { describe, expect, it } from 'vitest';
+import { servedLockRepo } from '../helpers/git-daemon.js';
+import { git } from '../helpers/lock-repo.js';
 import { claimHistory, consistencyProblems } from '../helpers/pool-invariants.js';
 import { runScript, startScript, tempDir, type ScriptResult } from '../helpers/run-script.js';
 import { source as lockSource } from '../helpers/source.js';
@@ -33,18 +33,7 @@ const GRACE_MS = 2 * RETRY_DELAY_MS + 2_000;
  */
 const HANDOVER_SLACK_MS = 4_000;
 
-let daemon: GitDaemon;
-let repo: LockRepo;
-
-beforeAll(async () => {
-  repo = await createLockRepo({ pool: { unclaimed: LOCKS } });
-  daemon = await startGitDaemon(repo.root);
-});
-
-afterAll(async () => {
-  await daemon?.stop();
-  await repo?.cleanup();
-});
+const served = servedLockRepo({ unclaimed: LOCKS });
 
 interface Hold {
   lock: string;
@@ -55,7 +44,7 @@ interface Hold {
   releasing: number;
 }
 
-const source = () => lockSource(daemon.url(repo.bare), { retry_delay: `${RETRY_DELAY_MS}ms` });
+const source = () => lockSource(served.url, { retry_delay: `${RETRY_DELAY_MS}ms` });
 
 function lockOf(what: string, result: ScriptResult): string {
   if (result.code !== 0) throw new Error(`${what} exited ${result.code}: ${result.stderr}`);
@@ -110,13 +99,13 @@ async function doomed(name: string, holds: Hold[], kills: number[]): Promise<boo
   await new Promise((resolve) => setTimeout(resolve, 300));
   const subject = (
     await git(
-      repo.bare,
+      served.repo.bare,
       'log',
       '-1',
       '--format=%s',
       '--fixed-strings',
       `--grep=${buildUrl}`,
-      repo.branch,
+      served.repo.branch,
     )
   ).trim();
   if (subject.startsWith('claiming: ')) {
@@ -194,9 +183,9 @@ describe('soak with lost workers', () => {
         { args: [await tempDir()], env: { BUILD_URL: 'https://ci/next' } },
       );
       await release(lockOf('the next put', next), 'https://ci/next');
-      expect(await waitingLineRefs(repo.bare)).toEqual([]);
-      expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: LOCKS });
-      expect(await consistencyProblems(repo.bare, repo.branch, ['pool'])).toEqual([]);
+      expect(await waitingLineRefs(served.repo.bare)).toEqual([]);
+      expect(await served.repo.state('pool')).toEqual({ claimed: [], unclaimed: LOCKS });
+      expect(await consistencyProblems(served.repo.bare, served.repo.branch, ['pool'])).toEqual([]);
     },
   );
 });
@@ -212,20 +201,10 @@ describe('soak with vanishing holders and a reaper', () => {
   /** Long beside a live hold (acquire, get, release: a second or two on busy cores). */
   const LEASE = '6s';
   const LEASE_GRACE = '1s';
-  let leaseRepo: LockRepo;
-  let leaseDaemon: GitDaemon;
-
-  beforeAll(async () => {
-    leaseRepo = await createLockRepo({ pool: { unclaimed: LEASE_LOCKS } });
-    leaseDaemon = await startGitDaemon(leaseRepo.root);
-  });
-  afterAll(async () => {
-    await leaseDaemon?.stop();
-    await leaseRepo?.cleanup();
-  });
+  const lease = servedLockRepo({ unclaimed: LEASE_LOCKS });
 
   const leaseSource = () =>
-    lockSource(leaseDaemon.url(leaseRepo.bare), {
+    lockSource(lease.url, {
       retry_delay: `${RETRY_DELAY_MS}ms`,
       lease: LEASE,
       lease_grace: LEASE_GRACE,
@@ -303,7 +282,7 @@ describe('soak with vanishing holders and a reaper', () => {
       try {
         await Promise.all(Array.from({ length: LEASE_WORKERS }, (_, index) => worker(index)));
         // The claims of the last holders to vanish expire a lease and a grace after their claim.
-        const allFree = async () => (await leaseRepo.state('pool')).claimed.length === 0;
+        const allFree = async () => (await lease.repo.state('pool')).claimed.length === 0;
         const until = Date.now() + 30_000;
         while (!(await allFree()) && Date.now() < until)
           await new Promise((resolve) => setTimeout(resolve, 250));
@@ -322,7 +301,7 @@ describe('soak with vanishing holders and a reaper', () => {
             ofLock[i - 1]!.releasing,
           );
       }
-      const { claims, problems } = await claimHistory(leaseRepo.bare, leaseRepo.branch, 'pool');
+      const { claims, problems } = await claimHistory(lease.repo.bare, lease.repo.branch, 'pool');
       expect(problems).toEqual([]);
       for (const claim of claims) {
         if (live.has(claim.buildUrl)) expect(claim.end, claim.buildUrl).toBe('released');
@@ -333,8 +312,8 @@ describe('soak with vanishing holders and a reaper', () => {
       process.stderr.write(
         `soak with vanishing holders: ${dead.size} holders vanished and were reclaimed, ${holds.length} live holds\n`,
       );
-      expect(await leaseRepo.state('pool')).toEqual({ claimed: [], unclaimed: LEASE_LOCKS });
-      expect(await consistencyProblems(leaseRepo.bare, leaseRepo.branch, ['pool'])).toEqual([]);
+      expect(await lease.repo.state('pool')).toEqual({ claimed: [], unclaimed: LEASE_LOCKS });
+      expect(await consistencyProblems(lease.repo.bare, lease.repo.branch, ['pool'])).toEqual([]);
     },
   );
 });

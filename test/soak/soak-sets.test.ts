@@ -7,10 +7,9 @@
 // Tagged `soak`, sized by SOAK_ROUNDS as soak.test.ts.
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
+import { describe, expect, it } from 'vitest';
+import { servedLockRepo } from '../helpers/git-daemon.js';
 import { overlappingHolds } from '../helpers/hold-checks.mjs';
-import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
 import { consistencyProblems, history, singleMoveProblem } from '../helpers/pool-invariants.js';
 import { runScript, tempDir, type ScriptResult } from '../helpers/run-script.js';
 import { source as lockSource } from '../helpers/source.js';
@@ -33,18 +32,7 @@ function asked(index: number): { count?: number; match?: Record<string, string> 
   return index % 4 < 2 ? count : { ...count, match: { region: 'eu' } };
 }
 
-let daemon: GitDaemon;
-let repo: LockRepo;
-
-beforeAll(async () => {
-  repo = await createLockRepo({ pool: { unclaimed: LOCKS } });
-  daemon = await startGitDaemon(repo.root);
-});
-
-afterAll(async () => {
-  await daemon?.stop();
-  await repo?.cleanup();
-});
+const served = servedLockRepo({ unclaimed: LOCKS });
 
 /** A run that succeeded with one JSON response, whose failure says which run it was. */
 function expectSuccess(what: string, result: ScriptResult): { version: { ref: string } } {
@@ -60,7 +48,7 @@ interface Hold {
 }
 
 async function worker(index: number, holds: Hold[]): Promise<void> {
-  const source = lockSource(daemon.url(repo.bare), { retry_delay: '250ms' });
+  const source = lockSource(served.url, { retry_delay: '250ms' });
   const want = asked(index);
   for (let round = 0; round < ROUNDS; round++) {
     const what = `worker ${index} round ${round}`;
@@ -106,9 +94,12 @@ describe('soak with sets and filters', () => {
       const expected = Array.from({ length: WORKERS }, (_, index) => asked(index).count ?? 1);
       expect(holds).toHaveLength(ROUNDS * expected.reduce((a, b) => a + b, 0));
       expect(overlappingHolds(holds)).toEqual([]);
-      expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: Object.keys(LOCKS) });
-      expect(await consistencyProblems(repo.bare, repo.branch, ['pool'])).toEqual([]);
-      const moves = (await history(repo.bare, repo.branch)).slice(1);
+      expect(await served.repo.state('pool')).toEqual({
+        claimed: [],
+        unclaimed: Object.keys(LOCKS),
+      });
+      expect(await consistencyProblems(served.repo.bare, served.repo.branch, ['pool'])).toEqual([]);
+      const moves = (await history(served.repo.bare, served.repo.branch)).slice(1);
       expect(moves).toHaveLength(2 * holds.length);
       expect(moves.map((commit) => singleMoveProblem(commit, 'pool')).filter(Boolean)).toEqual([]);
     },

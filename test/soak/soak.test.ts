@@ -9,7 +9,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
+import { servedLockRepo } from '../helpers/git-daemon.js';
 import { generateKey, startSshd, type KeyPair, type Sshd } from '../helpers/sshd.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { overlappingHolds } from '../helpers/hold-checks.mjs';
@@ -42,18 +42,15 @@ interface Hold {
   to: number;
 }
 
-let daemon: GitDaemon;
-let daemonRepo: LockRepo;
 let sshd: Sshd;
 let sshRepo: LockRepo;
 let keysDir: string;
 let key: KeyPair;
 const DAEMON_LOCKS = ['lock-1', 'lock-2', 'lock-3', 'lock-4'];
 const SSH_LOCKS = ['lock-1', 'lock-2'];
+const daemonServed = servedLockRepo({ unclaimed: DAEMON_LOCKS });
 
 beforeAll(async () => {
-  daemonRepo = await createLockRepo({ pool: { unclaimed: DAEMON_LOCKS } });
-  daemon = await startGitDaemon(daemonRepo.root);
   sshRepo = await createLockRepo({ pool: { unclaimed: SSH_LOCKS } });
   keysDir = await mkdtemp(join(tmpdir(), 'pool-keys-'));
   key = await generateKey(keysDir, 'client', { type: 'ed25519' });
@@ -61,9 +58,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await daemon?.stop();
   await sshd?.stop();
-  await daemonRepo?.cleanup();
   await sshRepo?.cleanup();
   if (keysDir) await rm(keysDir, { recursive: true, force: true });
 });
@@ -167,8 +162,8 @@ describe('soak', () => {
       workers: 16,
       locks: DAEMON_LOCKS,
       retryDelay: '250ms',
-      repo: daemonRepo,
-      uri: daemon.url(daemonRepo.bare),
+      repo: daemonServed.repo,
+      uri: daemonServed.url,
       extra: {},
     }),
   );
