@@ -53,17 +53,14 @@ export interface CommitChange {
   changes: string[][];
 }
 
+/** `git log` of `rev`, oldest first: each commit as `format`, then its `--name-status` lines. */
+function logWithChanges(bare: string, rev: string, format: string): Promise<string> {
+  return git(bare, 'log', '--reverse', '--no-renames', '--name-status', `--format=${format}`, rev);
+}
+
 /** Every commit on `rev` after the root, oldest first, with what it changed (renames as A+D). */
 export async function history(bare: string, rev: string): Promise<CommitChange[]> {
-  const out = await git(
-    bare,
-    'log',
-    '--reverse',
-    '--no-renames',
-    '--name-status',
-    '--format=%x01%H%x09%s',
-    rev,
-  );
+  const out = await logWithChanges(bare, rev, '%x01%H%x09%s');
   return out
     .split('\x01')
     .filter(Boolean)
@@ -113,14 +110,10 @@ export async function claimHistory(
   rev: string,
   pool: string,
 ): Promise<{ claims: LockClaim[]; problems: string[] }> {
-  const out = await git(
+  const out = await logWithChanges(
     bare,
-    'log',
-    '--reverse',
-    '--no-renames',
-    '--name-status',
-    '--format=%x01%H%x1f%s%x1f%(trailers:key=Claim-Token,valueonly)%x1f%(trailers:key=Reclaimed-Token,valueonly)%x1f%b%x1f',
     rev,
+    '%x01%H%x1f%s%x1f%(trailers:key=Claim-Token,valueonly)%x1f%(trailers:key=Reclaimed-Token,valueonly)%x1f%b%x1f',
   );
   const claims: LockClaim[] = [];
   const problems: string[] = [];
