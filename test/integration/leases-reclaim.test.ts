@@ -75,6 +75,15 @@ function reap(extra: Record<string, unknown> = SHORT) {
   return put({ reap: true }, extra);
 }
 
+/** `name` claimed with a short lease, left to expire and reaped: its holder, the reclaim and when. */
+async function reclaimed(name: string) {
+  const held = await claim(name);
+  await pastLease(held.lease);
+  succeeded(await reap());
+  const reclaim = await repo.tip();
+  return { held, reclaim, at: await commitTime(reclaim) };
+}
+
 async function pushes(): Promise<number> {
   const out = await git(repo.bare, 'reflog', 'show', '--format=%H', `refs/heads/${repo.branch}`);
   return out.split('\n').filter(Boolean).length;
@@ -254,11 +263,7 @@ describe('renew', () => {
   });
 
   it('a reclaimed holder’s renew refuses, naming the reclaim', async () => {
-    const held = await claim('lock-a');
-    await pastLease(held.lease);
-    succeeded(await reap());
-    const reclaim = await repo.tip();
-    const at = await commitTime(reclaim);
+    const { held, reclaim, at } = await reclaimed('lock-a');
     const result = await runCommand('out', {
       stdin: { source: source(SHORT), params: { renew: 'lock' } },
       args: [held.src],
@@ -273,11 +278,7 @@ describe('renew', () => {
 
 describe('fencing after a reclaim', () => {
   it('the reclaimed holder’s release refuses with the exact line; the new holder keeps the lock', async () => {
-    const held = await claim('lock-a');
-    await pastLease(held.lease);
-    succeeded(await reap());
-    const reclaim = await repo.tip();
-    const at = await commitTime(reclaim);
+    const { held, at } = await reclaimed('lock-a');
     const next = await claim('lock-a', { lease: '1h' });
     const result = await runCommand('out', {
       stdin: { source: source(), params: { release: 'lock' } },
