@@ -18,7 +18,12 @@ import {
   parseTree,
   type ChangeLogRecord,
 } from './git-output.js';
-import { claimFromTrailers, renewalLogArgs, renewedLeases, trailerValues } from './lock-holders.js';
+import {
+  claimFromTrailers,
+  renewalLogArgs,
+  renewedLeases,
+  trailerValues,
+} from './claim-trailers.js';
 
 /** How much wider each deepening makes the window. */
 const DEEPEN_FACTOR = 4;

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { describeHolder, holderFromCommit } from '../../src/repo/lock-holders.js';
+import { holderFromCommit } from '../../src/repo/claim-trailers.js';
+import { describeHolder } from '../../src/repo/lock-holders.js';
 import { ProgressReporter } from '../../src/run/progress.js';
 import { Logger } from '../../src/base/logger.js';
 

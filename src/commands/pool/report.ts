@@ -4,7 +4,8 @@
 // that needs nothing but itself (inline CSS and SVG, no scripts, fonts or other requests).
 import { formatMs } from '../../base/errors.js';
 import { parseGoDuration } from '../../base/duration.js';
-import { holderFromCommit, formatInstant } from '../../repo/lock-holders.js';
+import { holderFromCommit } from '../../repo/claim-trailers.js';
+import { formatInstant } from '../../repo/lock-holders.js';
 import type { PoolHistory } from '../../repo/pool-history.js';
 import { compareEntries, type WaitingEntry } from '../../lock/waiting-line.js';
 import { shortHolder, trailerValue } from './holder.js';
