@@ -8,7 +8,8 @@ import { startHttpGit, type HttpGitOptions, type HttpGitServer } from '../helper
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript, startScript, type ScriptResult } from '../helpers/run-script.js';
 import { source } from '../helpers/source.js';
-import { scratchDir } from '../helpers/steps.js';
+import { freePort } from '../helpers/net.js';
+import { escape, scratchDir } from '../helpers/steps.js';
 
 const USER = 'locksmith';
 const PASSWORD = 'pass word';
@@ -163,6 +164,15 @@ describe('one connection per run over HTTP(S)', () => {
     expect(result.code).toBe(1);
     expect(result.stderr).toContain(`unable to access '${uri}/'`);
     expect(result.stderr).toMatch(/\(set skip_ssl_verification: true to accept it\)$/m);
+  });
+
+  it('a server that is not there: git says so in its own words, naming the uri', async () => {
+    const uri = `http://127.0.0.1:${await freePort()}/locks.git`;
+    const result = await runScript('check', { source: source(uri, credentials) });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(
+      new RegExp(`unable to access '${escape(uri).source}/': Failed to connect`),
+    );
   });
 
   it('a refused login names the uri the request names', async () => {
