@@ -124,6 +124,12 @@ export class HttpRelay {
   private readonly base: string;
   /** What a request must carry in TOKEN_HEADER to be forwarded. */
   private readonly token = randomBytes(16).toString('hex');
+  /**
+   * upload-pack's capability advertisement in protocol v2, which every fetch asks for first and
+   * which lists no refs: the same all run long, so the server is asked once (a request and an
+   * upload-pack on the server fewer per fetch; a round trip fewer for a claim after a poll).
+   */
+  private capabilities: { headers: OutgoingHttpHeaders; body: Buffer } | undefined;
 
   constructor(
     /** The lock repository, as the request names it. */
@@ -240,6 +246,11 @@ export class HttpRelay {
       res.writeHead(target === undefined ? 404 : 502).end();
       return;
     }
+    if (this.capabilities && asksCapabilities(req, target)) {
+      req.resume();
+      res.writeHead(200, this.capabilities.headers).end(this.capabilities.body);
+      return;
+    }
     readBody(req).then(
       (body) => {
         if (body) void this.forward(req, res, target, body, true);
@@ -300,9 +311,17 @@ export class HttpRelay {
         this.turnOff(res, new Error(`HTTP ${status} to ${answer.headers.location ?? '?'}`));
         return;
       }
-      res.writeHead(status, answer.statusMessage, responseHeaders(answer.headers));
-      answer.pipe(res);
+      const headers = responseHeaders(answer.headers);
       answer.on('error', () => res.destroy());
+      if (status === 200 && asksCapabilities(req, path)) {
+        void this.keepCapabilities(answer, headers).then((body) => {
+          if (body) res.writeHead(status, answer.statusMessage, headers).end(body);
+          else res.destroy();
+        });
+        return;
+      }
+      res.writeHead(status, answer.statusMessage, headers);
+      answer.pipe(res);
     });
     out.on('error', (error) => {
       if (res.headersSent) res.destroy();
@@ -318,10 +337,47 @@ export class HttpRelay {
     out.end(body);
   }
 
+  /** The answer to a capability request, whole; kept when it is a v2 capability advertisement. */
+  private async keepCapabilities(
+    answer: IncomingMessage,
+    headers: OutgoingHttpHeaders,
+  ): Promise<Buffer | undefined> {
+    const chunks: Buffer[] = [];
+    try {
+      for await (const chunk of answer as AsyncIterable<Buffer>) chunks.push(chunk);
+    } catch {
+      return undefined;
+    }
+    const body = Buffer.concat(chunks);
+    const type = String(headers['content-type'] ?? '');
+    const encoded = headers['content-encoding'] !== undefined;
+    if (type === 'application/x-git-upload-pack-advertisement' && !encoded && isV2(body))
+      this.capabilities = { headers: { ...headers, 'content-length': body.length }, body };
+    return body;
+  }
+
   private turnOff(res: ServerResponse, error: unknown): void {
     this.failure ??= error;
     if (!res.headersSent) res.writeHead(502).end();
   }
+}
+
+/** git's first request of a fetch over protocol v2: upload-pack's capabilities. */
+function asksCapabilities(req: IncomingMessage, path: string): boolean {
+  return (
+    req.method === 'GET' &&
+    /\/info\/refs\?service=git-upload-pack$/.test(path) &&
+    /(^|:)version=2(:|$)/.test(String(req.headers['git-protocol'] ?? ''))
+  );
+}
+
+/**
+ * Whether an advertisement is protocol v2's (pkt-lines: an optional `# service=` line and a
+ * flush, then `version 2`), which lists capabilities only, never refs.
+ */
+function isV2(body: Buffer): boolean {
+  const text = body.subarray(0, 64).toString('latin1');
+  return /^(?:[0-9a-f]{4}# service=git-upload-pack\n0000)?000eversion 2\n/.test(text);
 }
 
 /** A push's request: sent once, whatever happens to the connection. */

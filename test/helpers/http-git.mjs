@@ -16,8 +16,9 @@ const exec = promisify(execFile);
  * @typedef {object} HttpGitServer
  * @property {number} port
  * @property {(bareRepo: string) => string} url `http(s)://127.0.0.1:PORT/<path relative to the project root>`
- * @property {{ method: string, path: string, user?: string }[]} requests Requests seen: method,
- *   path, and the user that authenticated (undefined when refused).
+ * @property {{ method: string, path: string, user?: string, protocol?: string }[]} requests
+ *   Requests seen: method, path, the user that authenticated (undefined when refused), and the
+ *   Git-Protocol header (`version=2`) when there was one.
  * @property {() => number} connections TCP connections accepted so far.
  * @property {() => Promise<void>} stop
  */
@@ -88,7 +89,13 @@ export async function startHttpGit(options) {
         .end('authentication required\n');
       return;
     }
-    requests.push({ method: req.method ?? '', path: url.pathname, user: options.username });
+    const protocol = req.headers['git-protocol'];
+    requests.push({
+      method: req.method ?? '',
+      path: url.pathname,
+      user: options.username,
+      ...(protocol ? { protocol: String(protocol) } : {}),
+    });
     // CGI/1.1 as git-http-backend(1) expects it; receive-pack is on because REMOTE_USER is set.
     const child = spawn('git', ['http-backend'], {
       stdio: ['pipe', 'pipe', 'ignore'],

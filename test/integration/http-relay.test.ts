@@ -103,11 +103,12 @@ describe('one connection per run over HTTP(S)', () => {
 
   /**
    * A put that waits 1.5 s for lock-a, which is then released; how many connections the server
-   * saw meanwhile.
+   * saw meanwhile, and the requests.
    */
   async function waitForLock(retryDelay: string, options: Partial<HttpGitOptions> = {}) {
     const { repo: lockRepo, server: http, uri } = await served({ claimed: ['lock-a'] }, options);
     const before = http.connections();
+    const requests = http.requests.length;
     const put = startScript(
       'out',
       {
@@ -124,15 +125,27 @@ describe('one connection per run over HTTP(S)', () => {
     const done = await put.done;
     expect(done.code, done.stderr).toBe(0);
     expect(await lockRepo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
-    return http.connections() - before;
+    return { connections: http.connections() - before, requests: http.requests.slice(requests) };
   }
 
   it('a put that waits joins, looks, names the holder and claims on one connection', async () => {
-    expect(await waitForLock('100ms')).toBe(1);
+    const { connections, requests } = await waitForLock('100ms');
+    expect(connections).toBe(1);
+    // Its fetches (the first one, the holder lookup's, the claim's) asked upload-pack's
+    // capabilities once: they do not change.
+    const fetches = requests.filter(
+      ({ method, path }) => method === 'POST' && path.endsWith('/git-upload-pack'),
+    );
+    expect(fetches.length).toBeGreaterThanOrEqual(6);
+    const asked = requests.filter(
+      ({ method, protocol }) => method === 'GET' && protocol === 'version=2',
+    );
+    expect(asked).toHaveLength(1);
   });
 
   it('a server that closes idle connections soon: the put opens new ones and still claims', async () => {
-    expect(await waitForLock('300ms', { keepAliveTimeoutMs: 50 })).toBeGreaterThan(2);
+    const { connections } = await waitForLock('300ms', { keepAliveTimeoutMs: 50 });
+    expect(connections).toBeGreaterThan(2);
   });
 
   it('a redirect is left to git, which follows it on its own', async () => {
