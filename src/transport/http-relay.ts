@@ -9,20 +9,30 @@
 // The relay sends the request's credentials with what it forwards, so it answers only requests
 // that carry a random token of the run's, in a header git is told to send by its environment:
 // the relay's address is in git's command lines, which any local user can read; the environment,
-// like the password already there, is the run's own. A connection to the server that cannot be made (refused, a
-// certificate Node does not trust, …) or an answer the relay does not pass on (a redirect) turns
-// the relay off for the run: git then connects on its own, and the command that met it runs again
-// that way (git/git.ts), so whatever stands in the way is reported in git's own words.
+// like the password already there, is the run's own.
+//
+// A connection to the server that cannot be made (refused, a certificate Node does not trust, …)
+// or an answer the relay does not pass on (a redirect) turns the relay off for the run: git then
+// connects on its own, and the command that met it runs again that way (git/git.ts), so whatever
+// stands in the way is reported in git's own words.
 import { randomBytes } from 'node:crypto';
 import type {
   Agent,
   ClientRequest,
-  IncomingHttpHeaders,
   IncomingMessage,
   OutgoingHttpHeaders,
   Server,
   ServerResponse,
 } from 'node:http';
+import {
+  RELAY_TOKEN_HEADER,
+  asksCapabilities,
+  changesRefs,
+  isV2,
+  readBody,
+  requestHeaders,
+  responseHeaders,
+} from './http-messages.js';
 
 export interface HttpRelaySettings {
   uri: string;
@@ -40,33 +50,6 @@ export interface Upstream {
 
 /** Environment variables that send git (curl) through a proxy: then git connects, not us. */
 const PROXY_VARIABLES = ['http_proxy', 'https_proxy', 'all_proxy'];
-
-/**
- * The largest request the relay holds whole (to send again when the server had closed the kept
- * connection): git's requests to a lock repository are a few kilobytes. A larger one turns the
- * relay off and goes straight to the server.
- */
-const MAX_BODY_BYTES = 8 * 1024 * 1024;
-
-/** The header that carries the run's token from git to the relay (never further). */
-const TOKEN_HEADER = 'X-Pool-Resource-Relay';
-
-/** Headers about one connection rather than the request (RFC 9110 §7.6.1), or the relay's own. */
-const CONNECTION_HEADERS = new Set([
-  TOKEN_HEADER.toLowerCase(),
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'proxy-authenticate',
-  'proxy-authorization',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-  'expect',
-  'host',
-  'content-length',
-]);
 
 /**
  * The lock repository's URL when git would connect straight to it over HTTP(S) with nothing but
@@ -122,7 +105,7 @@ export class HttpRelay {
   private client: Promise<Upstream> | undefined;
   /** The relay's address for git. */
   private readonly base: string;
-  /** What a request must carry in TOKEN_HEADER to be forwarded. */
+  /** What a request must carry in RELAY_TOKEN_HEADER to be forwarded. */
   private readonly token = randomBytes(16).toString('hex');
   /**
    * upload-pack's capability advertisement in protocol v2, which every fetch asks for first and
@@ -150,7 +133,7 @@ export class HttpRelay {
   get config(): readonly (readonly [string, string])[] {
     return [
       [`url.${this.base}.insteadOf`, this.settings.uri],
-      [`http.${this.base}.extraHeader`, `${TOKEN_HEADER}: ${this.token}`],
+      [`http.${this.base}.extraHeader`, `${RELAY_TOKEN_HEADER}: ${this.token}`],
     ];
   }
 
@@ -238,7 +221,7 @@ export class HttpRelay {
   /** One request of git's. */
   handle(req: IncomingMessage, res: ServerResponse): void {
     const target =
-      req.headers[TOKEN_HEADER.toLowerCase()] === this.token
+      req.headers[RELAY_TOKEN_HEADER.toLowerCase()] === this.token
         ? this.targetOf(req.url ?? '')
         : undefined;
     if (target === undefined || !this.usable) {
@@ -360,58 +343,4 @@ export class HttpRelay {
     this.failure ??= error;
     if (!res.headersSent) res.writeHead(502).end();
   }
-}
-
-/** git's first request of a fetch over protocol v2: upload-pack's capabilities. */
-function asksCapabilities(req: IncomingMessage, path: string): boolean {
-  return (
-    req.method === 'GET' &&
-    /\/info\/refs\?service=git-upload-pack$/.test(path) &&
-    /(^|:)version=2(:|$)/.test(String(req.headers['git-protocol'] ?? ''))
-  );
-}
-
-/**
- * Whether an advertisement is protocol v2's (pkt-lines: an optional `# service=` line and a
- * flush, then `version 2`), which lists capabilities only, never refs.
- */
-function isV2(body: Buffer): boolean {
-  const text = body.subarray(0, 64).toString('latin1');
-  return /^(?:[0-9a-f]{4}# service=git-upload-pack\n0000)?000eversion 2\n/.test(text);
-}
-
-/** A push's request: sent once, whatever happens to the connection. */
-function changesRefs(path: string): boolean {
-  return /\/git-receive-pack$/.test(path.replace(/\?.*$/, ''));
-}
-
-/** The request's body, whole; undefined past MAX_BODY_BYTES. */
-async function readBody(req: IncomingMessage): Promise<Buffer | undefined> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > MAX_BODY_BYTES) {
-      req.resume();
-      return undefined;
-    }
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks);
-}
-
-function requestHeaders(headers: IncomingHttpHeaders, length: number): OutgoingHttpHeaders {
-  const out: OutgoingHttpHeaders = {};
-  for (const [name, value] of Object.entries(headers))
-    if (value !== undefined && !CONNECTION_HEADERS.has(name)) out[name] = value;
-  if (length > 0) out['content-length'] = length;
-  return out;
-}
-
-function responseHeaders(headers: IncomingHttpHeaders): OutgoingHttpHeaders {
-  const out: OutgoingHttpHeaders = {};
-  for (const [name, value] of Object.entries(headers))
-    if (value !== undefined && (name === 'content-length' || !CONNECTION_HEADERS.has(name)))
-      out[name] = value;
-  return out;
 }
