@@ -43,7 +43,8 @@ export interface GitEnvironment {
   readonly identity?: GitIdentity;
   /**
    * HTTP(S): the relay that gives the run one connection to the server, while `usable` (git/git.ts
-   * adds its setting to each command); undefined where git connects on its own.
+   * adds its settings to each command that reaches the server); undefined where git connects on
+   * its own.
    */
   readonly relay?: HttpRelay;
   dispose(): Promise<void>;
