@@ -226,21 +226,22 @@ export class HttpRelay {
         : undefined;
     if (target === undefined || !this.usable) {
       req.resume();
-      res.writeHead(target === undefined ? 404 : 502).end();
+      reply(res, target === undefined ? 404 : 502, {}, Buffer.alloc(0));
       return;
     }
     if (this.capabilities && asksCapabilities(req, target)) {
       req.resume();
-      res.writeHead(200, this.capabilities.headers).end(this.capabilities.body);
+      reply(res, 200, this.capabilities.headers, this.capabilities.body);
       return;
     }
-    readBody(req).then(
-      (body) => {
-        if (body) void this.forward(req, res, target, body, true);
-        else this.turnOff(res, new Error('a request too large to hold'));
-      },
-      () => res.destroy(),
-    );
+    readBody(req)
+      .then((body) =>
+        body
+          ? this.forward(req, res, target, body, true)
+          : this.turnOff(res, new Error('a request too large to hold')),
+      )
+      // Nothing of a request's may end the run: what went wrong ends that request.
+      .catch(() => res.destroy());
   }
 
   /** The server's path for a request to the relay, or undefined when it is not below `base`. */
@@ -276,8 +277,8 @@ export class HttpRelay {
       path,
       requestHeaders(req.headers, body.length),
     );
-    // Whether the connection to the server was made: an error before that is the relay's to
-    // report (off, and git goes on its own); after it, the request's.
+    // Whether the connection to the server was made: an error before that (or an answer that is
+    // not HTTP) is the relay's to report (off, and git goes on its own); after it, the request's.
     let connected = false;
     out.on('socket', (socket) => {
       if (out.reusedSocket) connected = true;
@@ -297,21 +298,21 @@ export class HttpRelay {
       const headers = responseHeaders(answer.headers);
       answer.on('error', () => res.destroy());
       if (status === 200 && asksCapabilities(req, path)) {
-        void this.keepCapabilities(answer, headers).then((body) => {
-          if (body) res.writeHead(status, answer.statusMessage, headers).end(body);
-          else res.destroy();
-        });
+        this.keepCapabilities(answer, headers).then(
+          (kept) => (kept ? reply(res, status, headers, kept) : res.destroy()),
+          () => res.destroy(),
+        );
         return;
       }
-      res.writeHead(status, answer.statusMessage, headers);
-      answer.pipe(res);
+      if (reply(res, status, headers)) answer.pipe(res);
+      else answer.resume();
     });
     out.on('error', (error) => {
       if (res.headersSent) res.destroy();
       else if (out.reusedSocket && again && !changesRefs(path))
-        void this.forward(req, res, path, body, false);
-      else if (!connected) this.turnOff(res, error);
-      else res.writeHead(502).end();
+        this.forward(req, res, path, body, false).catch(() => res.destroy());
+      else if (!connected || speaksNoHttp(error)) this.turnOff(res, error);
+      else reply(res, 502, {}, Buffer.alloc(0));
     });
     // git went away (stopped, timed out): so does its request.
     res.on('close', () => {
@@ -341,6 +342,33 @@ export class HttpRelay {
 
   private turnOff(res: ServerResponse, error: unknown): void {
     this.failure ??= error;
-    if (!res.headersSent) res.writeHead(502).end();
+    reply(res, 502, {}, Buffer.alloc(0));
   }
+}
+
+/** An answer Node's parser could not read as HTTP: whatever is there is git's to describe. */
+function speaksNoHttp(error: Error): boolean {
+  return /^HPE_/.test(String((error as { code?: unknown }).code ?? ''));
+}
+
+/**
+ * Answers git with `status` and `headers`, and `body` when given (else the caller pipes one);
+ * false, the answer dropped, when git has gone or was already answered.
+ */
+function reply(
+  res: ServerResponse,
+  status: number,
+  headers: OutgoingHttpHeaders,
+  body?: Buffer,
+): boolean {
+  if (res.headersSent || res.destroyed) return false;
+  try {
+    res.writeHead(status, headers);
+  } catch {
+    // A header of the server's Node will not send on: git sees the connection drop.
+    res.destroy();
+    return false;
+  }
+  if (body) res.end(body);
+  return true;
 }

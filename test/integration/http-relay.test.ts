@@ -1,6 +1,7 @@
 // Over HTTP(S) a run keeps one connection to the server for all its git commands and looks, as
 // over SSH it keeps one login: counted at the server, `git http-backend` behind basic auth.
 import { mkdir, writeFile } from 'node:fs/promises';
+import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startHttpRelay, type HttpRelay } from '../../src/transport/http-relay.js';
@@ -186,6 +187,23 @@ describe('one connection per run over HTTP(S)', () => {
     expect(result.stderr).toMatch(
       new RegExp(`unable to access '${escape(uri).source}/': Failed to connect`),
     );
+  });
+
+  it('a server that does not speak HTTP: git says so in its own words, naming the uri', async () => {
+    const garbage = createServer((socket) =>
+      socket.once('data', () => socket.end('HELLO\r\n\r\n')),
+    );
+    await new Promise<void>((resolve) => garbage.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = garbage.address() as AddressInfo;
+      const uri = `http://127.0.0.1:${port}/locks.git`;
+      const result = await runScript('check', { source: source(uri, credentials) });
+      expect(result.code).toBe(1);
+      expect(result.stderr).toContain(`unable to access '${uri}/'`);
+      expect(result.stderr).not.toMatch(/returned error: 502/);
+    } finally {
+      garbage.close();
+    }
   });
 
   it('a refused login names the uri the request names', async () => {
