@@ -3,6 +3,7 @@
 import type { CommandContext } from './context.js';
 import { createGitEnvironment, type GitEnvironment } from '../git/environment.js';
 import { Git } from '../git/git.js';
+import { basicCredentials } from '../base/basic-auth.js';
 import { uriSecrets, userNameSecrets } from '../base/logger.js';
 import type { Parsed, Source } from '../protocol/request.js';
 import { requestSecrets } from '../protocol/request-secrets.js';
@@ -30,12 +31,6 @@ export function registerSecrets(source: Source, ctx: CommandContext): void {
   ]) {
     ctx.log.addSecret(secret);
   }
-}
-
-/** `user:password` as it travels in a Basic Authorization header, should anything echo one. */
-function basicCredentials(user: string | undefined, password: string | undefined) {
-  if (user === undefined && password === undefined) return undefined;
-  return Buffer.from(`${user ?? ''}:${password}`).toString('base64');
 }
 
 /**

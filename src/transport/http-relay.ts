@@ -16,6 +16,7 @@
 // connects on its own, and the command that met it runs again that way (git/git.ts), so whatever
 // stands in the way is reported in git's own words.
 import { randomBytes } from 'node:crypto';
+import { basicCredentials } from '../base/basic-auth.js';
 import type {
   Agent,
   ClientRequest,
@@ -196,12 +197,9 @@ export class HttpRelay {
     headers: OutgoingHttpHeaders,
     options: { signal?: AbortSignal; timeout?: number } = {},
   ): ClientRequest {
-    const { username, password } = this.settings;
+    const credentials = basicCredentials(this.settings.username, this.settings.password);
     const authorization =
-      headers.authorization ??
-      ((username ?? password) === undefined
-        ? undefined
-        : `Basic ${Buffer.from(`${username ?? ''}:${password ?? ''}`).toString('base64')}`);
+      headers.authorization ?? (credentials === undefined ? undefined : `Basic ${credentials}`);
     return upstream.request({
       protocol: this.url.protocol,
       hostname: this.url.hostname.replace(/^\[|\]$/g, ''),

@@ -2,6 +2,7 @@
 // with proxy basic auth. The answer is the raw socket ssh2 then speaks SSH over.
 import { request } from 'node:http';
 import type { Socket } from 'node:net';
+import { basicCredentials } from '../base/basic-auth.js';
 
 export interface TunnelOptions {
   proxyHost: string;
@@ -30,10 +31,8 @@ export function openTunnel(
   const target = `${host.includes(':') ? `[${host}]` : host}:${port}`;
   const proxy = `${options.proxyHost}:${options.proxyPort}`;
   const headers: Record<string, string> = { Host: target };
-  if (options.proxyUser !== undefined || options.proxyPassword !== undefined) {
-    const credentials = `${options.proxyUser ?? ''}:${options.proxyPassword ?? ''}`;
-    headers['Proxy-Authorization'] = `Basic ${Buffer.from(credentials).toString('base64')}`;
-  }
+  const credentials = basicCredentials(options.proxyUser, options.proxyPassword);
+  if (credentials !== undefined) headers['Proxy-Authorization'] = `Basic ${credentials}`;
   return new Promise((resolve, reject) => {
     const req = request({
       host: options.proxyHost,
