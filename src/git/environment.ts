@@ -244,7 +244,8 @@ async function fill(
     env[`GIT_CONFIG_KEY_${index}`] = key;
     env[`GIT_CONFIG_VALUE_${index}`] = value;
   });
-  const relay = await startHttpRelay(source, parentEnv);
+  // The variables git gets (a proxy among them), so the relay goes where git would.
+  const relay = await startHttpRelay(source, env);
   // The run shares one connection per server among its git commands (ssh-mux.ts); where it
   // cannot listen, the program connects on its own from the settings in its environment. Last,
   // so that nothing after it can fail and leave it listening.

@@ -1,6 +1,12 @@
 // The HTTP messages the relay (http-relay.ts) passes between git and the server: which headers go
-// on, the bodies it holds whole, and which of git's requests it may answer itself or send again.
-import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders } from 'node:http';
+// on, the bodies it holds whole, which of git's requests it may answer itself or send again, and
+// how an answer reaches git.
+import type {
+  IncomingHttpHeaders,
+  IncomingMessage,
+  OutgoingHttpHeaders,
+  ServerResponse,
+} from 'node:http';
 
 /** The header that carries the run's token from git to the relay (never further). */
 export const RELAY_TOKEN_HEADER = 'X-Pool-Resource-Relay';
@@ -81,4 +87,31 @@ export function responseHeaders(headers: IncomingHttpHeaders): OutgoingHttpHeade
     if (value !== undefined && (name === 'content-length' || !CONNECTION_HEADERS.has(name)))
       out[name] = value;
   return out;
+}
+
+/** An answer Node's parser could not read as HTTP: whatever is there is git's to describe. */
+export function speaksNoHttp(error: Error): boolean {
+  return /^HPE_/.test(String((error as { code?: unknown }).code ?? ''));
+}
+
+/**
+ * Answers git with `status` and `headers`, and `body` when given (else the caller pipes one);
+ * false, the answer dropped, when git has gone or was already answered.
+ */
+export function reply(
+  res: ServerResponse,
+  status: number,
+  headers: OutgoingHttpHeaders,
+  body?: Buffer,
+): boolean {
+  if (res.headersSent || res.destroyed) return false;
+  try {
+    res.writeHead(status, headers);
+  } catch {
+    // A header of the server's Node will not send on: git sees the connection drop.
+    res.destroy();
+    return false;
+  }
+  if (body) res.end(body);
+  return true;
 }

@@ -5,7 +5,9 @@
 // this process, which forwards each of them over one kept connection to the server (HTTP
 // keep-alive); the kept looks at the refs (git/http-refs.ts) share that connection.
 //
-// Only where git would connect straight to the server with nothing but basic auth (`relayUrl`).
+// Only where git would connect to the server with nothing but basic auth, straight or through an
+// HTTP proxy (`relayRoute`); through a proxy, the one connection is a CONNECT tunnel for https and
+// the proxy's own for http, as libcurl uses them.
 // The relay sends the request's credentials with what it forwards, so it answers only requests
 // that carry a random token of the run's, in a header git is told to send by its environment:
 // the relay's address is in git's command lines, which any local user can read; the environment,
@@ -31,9 +33,12 @@ import {
   changesRefs,
   isV2,
   readBody,
+  reply,
   requestHeaders,
   responseHeaders,
+  speaksNoHttp,
 } from './http-messages.js';
+import { proxyRoute, tunnelThrough, type HttpProxy } from './http-proxy.js';
 
 export interface HttpRelaySettings {
   uri: string;
@@ -49,18 +54,22 @@ export interface Upstream {
   request: typeof import('node:http').request;
 }
 
-/** Environment variables that send git (curl) through a proxy: then git connects, not us. */
-const PROXY_VARIABLES = ['http_proxy', 'https_proxy', 'all_proxy'];
+/** Where the relay forwards to: the lock repository, and the HTTP proxy on the way if any. */
+export interface RelayRoute {
+  url: URL;
+  proxy?: HttpProxy;
+}
 
 /**
- * The lock repository's URL when git would connect straight to it over HTTP(S) with nothing but
- * basic auth: no proxy variable, no `http.*` or `url.*` in git_config, no user or query in the URI
- * (request.ts moves credentials out of it). Undefined otherwise, and git connects on its own.
+ * The lock repository's URL, and the proxy git would take to it (http-proxy.ts), when git would
+ * connect to it over HTTP(S) with nothing but basic auth: no `http.*` or `url.*` in git_config, no
+ * user or query in the URI (request.ts moves credentials out of it), no proxy but a plain HTTP
+ * one. Undefined otherwise, and git connects on its own.
  */
-export function relayUrl(
+export function relayRoute(
   settings: HttpRelaySettings,
   env: Readonly<Record<string, string | undefined>>,
-): URL | undefined {
+): RelayRoute | undefined {
   let url: URL;
   try {
     url = new URL(settings.uri);
@@ -70,10 +79,9 @@ export function relayUrl(
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return undefined;
   if (url.username || url.password || url.search || url.hash) return undefined;
   if (settings.gitConfig.some(({ name }) => /^(http|url)\./i.test(name))) return undefined;
-  const proxied = Object.keys(env).some(
-    (key) => PROXY_VARIABLES.includes(key.toLowerCase()) && env[key],
-  );
-  return proxied ? undefined : url;
+  const proxy = proxyRoute(url, env);
+  if (proxy === 'unusable') return undefined;
+  return proxy === 'direct' ? { url } : { url, proxy };
 }
 
 /** A relay listening on 127.0.0.1, or undefined where git should connect on its own. */
@@ -81,8 +89,8 @@ export async function startHttpRelay(
   settings: HttpRelaySettings,
   env: Readonly<Record<string, string | undefined>>,
 ): Promise<HttpRelay | undefined> {
-  const url = relayUrl(settings, env);
-  if (!url) return undefined;
+  const route = relayRoute(settings, env);
+  if (!route) return undefined;
   const { createServer } = await import('node:http');
   const server = createServer();
   try {
@@ -96,7 +104,7 @@ export async function startHttpRelay(
   // Never what keeps the process alive: a run ends when its work does.
   server.unref();
   const { port } = server.address() as import('node:net').AddressInfo;
-  const relay = new HttpRelay(url, settings, server, port);
+  const relay = new HttpRelay(route, settings, server, port);
   server.on('request', (req: IncomingMessage, res: ServerResponse) => relay.handle(req, res));
   return relay;
 }
@@ -114,14 +122,20 @@ export class HttpRelay {
    * upload-pack on the server fewer per fetch; a round trip fewer for a claim after a poll).
    */
   private capabilities: { headers: OutgoingHttpHeaders; body: Buffer } | undefined;
+  /** Aborted by `close`: a tunnel still being opened through the proxy gives up. */
+  private readonly closing = new AbortController();
+  /** The lock repository, as the request names it. */
+  readonly url: URL;
+  private readonly proxy: HttpProxy | undefined;
 
   constructor(
-    /** The lock repository, as the request names it. */
-    readonly url: URL,
+    route: RelayRoute,
     private readonly settings: HttpRelaySettings,
     private readonly server: Server,
     private readonly port: number,
   ) {
+    this.url = route.url;
+    this.proxy = route.proxy;
     this.base = `http://127.0.0.1:${port}/relay`;
   }
 
@@ -130,11 +144,15 @@ export class HttpRelay {
     return this.failure === undefined;
   }
 
-  /** The settings that send git's requests for the lock repository to the relay, with the token. */
+  /**
+   * The settings that send git's requests for the lock repository to the relay, with the token,
+   * and past any proxy in git's environment (an empty proxy is none, even against the variables).
+   */
   get config(): readonly (readonly [string, string])[] {
     return [
       [`url.${this.base}.insteadOf`, this.settings.uri],
       [`http.${this.base}.extraHeader`, `${RELAY_TOKEN_HEADER}: ${this.token}`],
+      [`http.${this.base}.proxy`, ''],
     ];
   }
 
@@ -152,6 +170,7 @@ export class HttpRelay {
       // next), as do the looks at the refs.
       const options = { keepAlive: true, maxSockets: 1 };
       if (this.url.protocol !== 'https:') {
+        // Through a proxy, the kept connection is to the proxy, which gets the whole URL.
         const http = await import('node:http');
         return { agent: new http.Agent(options), request: http.request };
       }
@@ -160,12 +179,14 @@ export class HttpRelay {
         ...options,
         rejectUnauthorized: !this.settings.skipSslVerification,
       });
+      if (this.proxy) await tunnelThrough(this.proxy, agent, this.closing.signal);
       return { agent, request: https.request as Upstream['request'] };
     })();
     return this.client;
   }
 
   close(): void {
+    this.closing.abort();
     this.failure ??= new Error('closed');
     this.server.close();
     this.server.closeAllConnections();
@@ -200,16 +221,22 @@ export class HttpRelay {
     const credentials = basicCredentials(this.settings.username, this.settings.password);
     const authorization =
       headers.authorization ?? (credentials === undefined ? undefined : `Basic ${credentials}`);
+    // Plain HTTP through a proxy: the request goes to the proxy, naming the whole URL.
+    const proxy = this.url.protocol === 'http:' ? this.proxy : undefined;
+    const proxyCredentials = basicCredentials(proxy?.username, proxy?.password);
     return upstream.request({
       protocol: this.url.protocol,
-      hostname: this.url.hostname.replace(/^\[|\]$/g, ''),
-      port: this.url.port || undefined,
-      path,
+      hostname: proxy ? proxy.host : this.url.hostname.replace(/^\[|\]$/g, ''),
+      port: proxy ? proxy.port : this.url.port || undefined,
+      path: proxy ? `${this.url.origin}${path}` : path,
       method,
       headers: {
         ...headers,
         host: this.url.host,
         ...(authorization === undefined ? {} : { authorization }),
+        ...(proxyCredentials === undefined
+          ? {}
+          : { 'proxy-authorization': `Basic ${proxyCredentials}` }),
       },
       agent: upstream.agent,
       ...options,
@@ -293,6 +320,12 @@ export class HttpRelay {
         this.turnOff(res, new Error(`HTTP ${status} to ${answer.headers.location ?? '?'}`));
         return;
       }
+      if (status === 407) {
+        // The proxy wants credentials the relay does not have: git's own settings may.
+        answer.resume();
+        this.turnOff(res, new Error('HTTP 407 from the proxy'));
+        return;
+      }
       const headers = responseHeaders(answer.headers);
       answer.on('error', () => res.destroy());
       if (status === 200 && asksCapabilities(req, path)) {
@@ -342,31 +375,4 @@ export class HttpRelay {
     this.failure ??= error;
     reply(res, 502, {}, Buffer.alloc(0));
   }
-}
-
-/** An answer Node's parser could not read as HTTP: whatever is there is git's to describe. */
-function speaksNoHttp(error: Error): boolean {
-  return /^HPE_/.test(String((error as { code?: unknown }).code ?? ''));
-}
-
-/**
- * Answers git with `status` and `headers`, and `body` when given (else the caller pipes one);
- * false, the answer dropped, when git has gone or was already answered.
- */
-function reply(
-  res: ServerResponse,
-  status: number,
-  headers: OutgoingHttpHeaders,
-  body?: Buffer,
-): boolean {
-  if (res.headersSent || res.destroyed) return false;
-  try {
-    res.writeHead(status, headers);
-  } catch {
-    // A header of the server's Node will not send on: git sees the connection drop.
-    res.destroy();
-    return false;
-  }
-  if (body) res.end(body);
-  return true;
 }

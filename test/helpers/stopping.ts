@@ -87,3 +87,11 @@ export async function stepFolder(name: string, metadata?: string): Promise<strin
 }
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Waits until a process of `run` runs a command matching `command`. */
+export async function waitForProcess(run: StoppableRun, command: RegExp): Promise<void> {
+  for (const started = Date.now(); ; await sleep(20)) {
+    if ((await run.leftovers()).some((process) => command.test(process.command))) return;
+    if (Date.now() - started > 20_000) throw new Error(`no process ran ${command}`);
+  }
+}

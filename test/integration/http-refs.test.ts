@@ -3,7 +3,7 @@
 // behind basic auth.
 import { afterEach, describe, expect, it } from 'vitest';
 import { httpRefsFor, parseAdvertisement } from '../../src/git/http-refs.js';
-import { relayUrl, startHttpRelay, type HttpRelay } from '../../src/transport/http-relay.js';
+import { relayRoute, startHttpRelay, type HttpRelay } from '../../src/transport/http-relay.js';
 import { startHttpGit, type HttpGitServer } from '../helpers/http-git.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { startScript } from '../helpers/run-script.js';
@@ -30,7 +30,7 @@ async function served(seed: { claimed?: string[]; unclaimed?: string[] }, tls = 
   return { repo, server, uri: server.url(repo.bare) };
 }
 
-const settings = (uri: string, extra: Partial<Parameters<typeof relayUrl>[0]> = {}) => ({
+const settings = (uri: string, extra: Partial<Parameters<typeof relayRoute>[0]> = {}) => ({
   uri,
   username: USER,
   password: PASSWORD,
@@ -40,7 +40,7 @@ const settings = (uri: string, extra: Partial<Parameters<typeof relayUrl>[0]> = 
 });
 
 /** Looks at the refs over a relay to `uri`, as a run makes them. */
-async function looks(uri: string, extra: Partial<Parameters<typeof relayUrl>[0]> = {}) {
+async function looks(uri: string, extra: Partial<Parameters<typeof relayRoute>[0]> = {}) {
   const relay = (await startHttpRelay(settings(uri, extra), {}))!;
   relays.push(relay);
   return httpRefsFor(relay, { gitTimeoutMs: 10_000 }, new AbortController().signal)!;
@@ -91,16 +91,18 @@ describe('HttpRefs', () => {
     expect(refs.usable).toBe(false);
   });
 
-  it('is used only where git would connect straight to the server', () => {
-    expect(relayUrl(settings('https://host/locks.git'), {})?.href).toBe('https://host/locks.git');
+  it('is used only where git would connect with basic auth, straight or through an HTTP proxy', () => {
+    const https = 'https://host/locks.git';
+    expect(relayRoute(settings(https), {})).toEqual({ url: new URL(https) });
     for (const uri of ['git://host/locks.git', 'ssh://git@host/locks.git', '/srv/locks.git'])
-      expect(relayUrl(settings(uri), {})).toBeUndefined();
-    const proxied = { HTTPS_PROXY: 'http://proxy:3128' };
-    expect(relayUrl(settings('https://host/locks.git'), proxied)).toBeUndefined();
+      expect(relayRoute(settings(uri), {})).toBeUndefined();
+    expect(relayRoute(settings(https), { HTTPS_PROXY: 'http://proxy:3128' })).toEqual({
+      url: new URL(https),
+      proxy: { host: 'proxy', port: 3128 },
+    });
+    expect(relayRoute(settings(https), { https_proxy: 'socks5://proxy:1080' })).toBeUndefined();
     for (const name of ['http.extraHeader', 'url.https://mirror/.insteadOf'])
-      expect(
-        relayUrl(settings('https://host/locks.git', { gitConfig: [{ name }] }), {}),
-      ).toBeUndefined();
+      expect(relayRoute(settings(https, { gitConfig: [{ name }] }), {})).toBeUndefined();
   });
 
   it('reads the advertisement git http-backend writes, an empty repository included', () => {

@@ -17,6 +17,7 @@ import {
   startStoppable,
   stepFolder,
   stop,
+  waitForProcess,
   type SilentServer,
   type StoppableRun,
 } from '../helpers/stopping.js';
@@ -608,12 +609,5 @@ async function holdPush(lockRepo: LockRepo, name: string, seconds: number): Prom
 async function waitForFile(path: string, timeoutMs = 20_000): Promise<void> {
   for (const started = Date.now(); !existsSync(path); await sleep(10)) {
     if (Date.now() - started > timeoutMs) throw new Error(`${path} never appeared`);
-  }
-}
-
-async function waitForProcess(run: StoppableRun, command: RegExp): Promise<void> {
-  for (const started = Date.now(); ; await sleep(20)) {
-    if ((await run.leftovers()).some((process) => command.test(process.command))) return;
-    if (Date.now() - started > 20_000) throw new Error(`no process ran ${command}`);
   }
 }
