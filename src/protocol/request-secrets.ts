@@ -21,12 +21,21 @@ export function requestSecrets(text: string): string[] {
   };
   const source = field(raw, 'source');
   const uri = field(source, 'uri');
+  const gitConfig = field(source, 'git_config');
+  // A proxy's URL in git_config (`http.proxy`, which the run's relay sends to the proxy too) may
+  // carry its credentials.
+  const proxyUris = (Array.isArray(gitConfig) ? gitConfig : []).flatMap((entry: unknown) => {
+    const name = stringField(entry, 'name');
+    const value = stringField(entry, 'value');
+    return name !== undefined && value !== undefined && /(^|\.)proxy$/i.test(name) ? [value] : [];
+  });
   return [
     field(source, 'private_key'),
     field(source, 'private_key_passphrase'),
     field(source, 'password'),
     field(field(source, 'https_tunnel'), 'proxy_password'),
     ...(typeof uri === 'string' ? uriSecrets(uri) : []),
+    ...proxyUris.flatMap((proxy) => uriSecrets(proxy.includes('://') ? proxy : `http://${proxy}`)),
     ...userNameSecrets(stringField(source, 'username')),
   ].filter((value): value is string => typeof value === 'string');
 }

@@ -1,7 +1,7 @@
 // The proxy git would take to an HTTP(S) lock repository, read from the environment as git (http.c)
 // and libcurl read it, so that the run's relay (http-relay.ts) goes the way git would have gone:
 //
-// - https: `https_proxy`, else `HTTPS_PROXY`; http: `http_proxy` only (curl ignores the upper-case
+// - `http.proxy` in git_config first; then, for https: `https_proxy`, else `HTTPS_PROXY`; http: `http_proxy` only (curl ignores the upper-case
 //   one); else `all_proxy`, else `ALL_PROXY` (which the run does not pass on to git:
 //   environment.ts). Set but empty: no proxy.
 // - `no_proxy` (else `NO_PROXY`): `*`, or names and addresses separated by commas or blanks; a name
@@ -32,11 +32,13 @@ const DEFAULT_PROXY_PORT = 1080;
 /** Longest wait for a proxy's tunnel; git, which waits on the relay meanwhile, goes on its own after. */
 const TUNNEL_TIMEOUT_MS = 30_000;
 
+/** `configured`: git_config's `http.proxy`, which comes before the variables. */
 export function proxyRoute(
   url: URL,
   env: Readonly<Record<string, string | undefined>>,
+  configured?: string,
 ): ProxyRoute {
-  const setting = proxySetting(url.protocol, env);
+  const setting = configured ?? proxySetting(url.protocol, env);
   if (!setting) return 'direct';
   if (bypasses(url.hostname, env.no_proxy ?? env.NO_PROXY)) return 'direct';
   return parseProxy(setting);

@@ -45,7 +45,7 @@ export interface HttpRelaySettings {
   username?: string;
   password?: string;
   skipSslVerification: boolean;
-  gitConfig: readonly { name: string }[];
+  gitConfig: readonly { name: string; value: string }[];
 }
 
 /** The server's side of the relay: Node's client and the agent that keeps the connection. */
@@ -62,9 +62,9 @@ export interface RelayRoute {
 
 /**
  * The lock repository's URL, and the proxy git would take to it (http-proxy.ts), when git would
- * connect to it over HTTP(S) with nothing but basic auth: no `http.*` or `url.*` in git_config, no
- * user or query in the URI (request.ts moves credentials out of it), no proxy but a plain HTTP
- * one. Undefined otherwise, and git connects on its own.
+ * connect to it over HTTP(S) with nothing but basic auth: no `http.*` or `url.*` in git_config but
+ * `http.proxy`, no user or query in the URI (request.ts moves credentials out of it), no proxy but
+ * a plain HTTP one. Undefined otherwise, and git connects on its own.
  */
 export function relayRoute(
   settings: HttpRelaySettings,
@@ -78,8 +78,11 @@ export function relayRoute(
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return undefined;
   if (url.username || url.password || url.search || url.hash) return undefined;
-  if (settings.gitConfig.some(({ name }) => /^(http|url)\./i.test(name))) return undefined;
-  const proxy = proxyRoute(url, env);
+  const proxySettings = settings.gitConfig.filter(({ name }) => /^http\.proxy$/i.test(name));
+  const others = settings.gitConfig.filter((entry) => !proxySettings.includes(entry));
+  if (others.some(({ name }) => /^(http|url)\./i.test(name))) return undefined;
+  // The last one, as git reads them.
+  const proxy = proxyRoute(url, env, proxySettings.at(-1)?.value);
   if (proxy === 'unusable') return undefined;
   return proxy === 'direct' ? { url } : { url, proxy };
 }

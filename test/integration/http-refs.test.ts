@@ -101,8 +101,25 @@ describe('HttpRefs', () => {
       proxy: { host: 'proxy', port: 3128 },
     });
     expect(relayRoute(settings(https), { https_proxy: 'socks5://proxy:1080' })).toBeUndefined();
-    for (const name of ['http.extraHeader', 'url.https://mirror/.insteadOf'])
-      expect(relayRoute(settings(https, { gitConfig: [{ name }] }), {})).toBeUndefined();
+    for (const name of [
+      'http.extraHeader',
+      'url.https://mirror/.insteadOf',
+      'http.proxyAuthMethod',
+    ])
+      expect(
+        relayRoute(settings(https, { gitConfig: [{ name, value: 'x' }] }), {}),
+      ).toBeUndefined();
+    // git_config's http.proxy comes before the variables, the last one first; empty is none.
+    const proxies = (...values: string[]) => ({
+      gitConfig: values.map((value) => ({ name: 'http.Proxy', value })),
+    });
+    const env = { https_proxy: 'http://env-proxy:3128' };
+    expect(relayRoute(settings(https, proxies('first:1', 'last:2')), env)?.proxy).toEqual({
+      host: 'last',
+      port: 2,
+    });
+    expect(relayRoute(settings(https, proxies('')), env)).toEqual({ url: new URL(https) });
+    expect(relayRoute(settings(https, proxies('socks5://proxy')), {})).toBeUndefined();
   });
 
   it('reads the advertisement git http-backend writes, an empty repository included', () => {

@@ -102,6 +102,16 @@ describe('one connection per run behind an HTTP proxy', () => {
     expect(via.tunnels).toHaveLength(1);
   });
 
+  it('https: the proxy git_config names, before the variables', async () => {
+    const { repo: lockRepo, proxy: via, src } = await served(true);
+    const configured = {
+      ...src,
+      git_config: [{ name: 'http.proxy', value: `http://127.0.0.1:${via.port}` }],
+    };
+    await acquire(configured, { https_proxy: 'http://127.0.0.1:9' }, lockRepo);
+    expect(via.tunnels).toHaveLength(1);
+  });
+
   it('sends the credentials the proxy variable carries', async () => {
     const { repo: lockRepo, proxy: via, src } = await served(true, true);
     const user = encodeURIComponent(PROXY_USER);

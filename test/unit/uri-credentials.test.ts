@@ -44,6 +44,14 @@ describe('uriSecrets', () => {
     logger.error(`a message quoting ${TOKEN} and long-user-token-4f2a`);
     expect(log).toEqual(['a message quoting *** and ***\n']);
   });
+
+  it('include the password of a proxy git_config names, with or without a scheme', () => {
+    const secrets = (value: string, name = 'http.proxy') =>
+      requestSecrets(JSON.stringify({ source: { git_config: [{ name, value }] } }));
+    expect(secrets('http://me:pr0xy%2Fpass@proxy:3128')).toEqual(['pr0xy%2Fpass', 'pr0xy/pass']);
+    expect(secrets('me:pr0xy-pass@proxy:3128', 'http.https://host/.proxy')).toEqual(['pr0xy-pass']);
+    expect(secrets('http://me:pr0xy-pass@proxy:3128', 'http.sslCert')).toEqual([]);
+  });
 });
 
 describe('credentials written into an HTTP(S) URI', () => {
