@@ -3,9 +3,12 @@
 // trip away (every byte 25 ms late each way, and each new connection a round trip late, as its
 // TCP handshake would be), once as the resource runs (one connection per run, through its relay)
 // and once with git connecting on its own for each command, as an `http.*` entry in git_config
-// makes it do. The two take turns round by round, so they compare within one run; then the
-// contention run, in each mode.
+// makes it do. Both again behind an HTTP proxy on the worker's side (https_proxy: a CONNECT
+// tunnel per connection, each tunnel a new connection to the server). The four take turns round
+// by round, so they compare within one run; then the contention run, without the proxy, in each
+// mode.
 import { join } from 'node:path';
+import { startConnectProxy } from '../../test/helpers/connect-proxy.mjs';
 import { startHttpGit } from '../../test/helpers/http-git.mjs';
 import { startTcpProxy } from '../../test/helpers/tcp-proxy.mjs';
 import { measureContention } from './contention.mjs';
@@ -19,6 +22,8 @@ export const RTT_MS = 50;
 export const HTTPS_MODES = {
   relayed: 'one connection per run',
   perCommand: 'one connection per git command',
+  proxiedRelayed: 'behind a proxy, one tunnel per run',
+  proxiedPerCommand: 'behind a proxy, one tunnel per git command',
 };
 
 export async function measureHttps(root) {
@@ -27,6 +32,8 @@ export async function measureHttps(root) {
   const proxy = await startTcpProxy(http.port);
   proxy.setLatency(RTT_MS / 2);
   proxy.setConnectDelay(RTT_MS);
+  const worksProxy = await startConnectProxy();
+  const proxied = { https_proxy: `http://127.0.0.1:${worksProxy.port}` };
   const server = {
     url: (name) => `https://127.0.0.1:${proxy.port}/${name}`,
     connections: () => proxy.connections(),
@@ -54,6 +61,16 @@ export async function measureHttps(root) {
         name: 'https-per-command.git',
         sourceExtra: extras.perCommand,
       }),
+      proxiedRelayed: await setupSize(root, server, HTTPS_COMMITS, {
+        name: 'https-proxied-relayed.git',
+        sourceExtra: extras.relayed,
+        env: proxied,
+      }),
+      proxiedPerCommand: await setupSize(root, server, HTTPS_COMMITS, {
+        name: 'https-proxied-per-command.git',
+        sourceExtra: extras.perCommand,
+        env: proxied,
+      }),
     };
     for (let rep = 0; rep < reps; rep++) {
       process.stderr.write(
@@ -78,6 +95,7 @@ export async function measureHttps(root) {
     }
     return result;
   } finally {
+    await worksProxy.stop();
     await proxy.stop();
     await http.stop();
   }

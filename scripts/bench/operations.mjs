@@ -14,13 +14,14 @@ import { median } from './stats.mjs';
 
 /**
  * Builds one size's repository and primes its warm check cache. `name`, `sourceExtra` (the SSH
- * key) and `scratchRoot` (where its TMPDIRs go) serve the SSH measurement.
+ * key), `scratchRoot` (where its TMPDIRs go) and `env` (more variables for its scripts: a proxy)
+ * serve the SSH and HTTPS measurements.
  */
 export async function setupSize(
   root,
   daemon,
   commits,
-  { name = `locks-${commits}.git`, sourceExtra = {}, scratchRoot = root } = {},
+  { name = `locks-${commits}.git`, sourceExtra = {}, scratchRoot = root, env = {} } = {},
 ) {
   const building = performance.now();
   const actual = await buildRepository(join(root, 'repos', name), commits);
@@ -31,6 +32,7 @@ export async function setupSize(
     url: daemon.url(name),
     sourceExtra,
     scratchRoot,
+    env,
     // Concourse reuses the check container between checks: the warm cache lives in its TMPDIR.
     warmTmp: await mkdtemp(join(scratchRoot, 'warm-')),
     samples: {
@@ -56,7 +58,11 @@ export async function setupSize(
       releaseSet: 0,
     },
   };
-  const primed = await script('check', { source: sourceOf(size) }, { tmp: size.warmTmp });
+  const primed = await script(
+    'check',
+    { source: sourceOf(size) },
+    { tmp: size.warmTmp, env: size.env },
+  );
   size.lastVersion = primed.result.at(-1);
   return size;
 }
@@ -146,7 +152,8 @@ export async function measureRound(root, daemon, sizes, rep, { floors = true } =
     await each(async (size) => {
       const r = round.get(size);
       const start = daemon.connections();
-      r[key] = await script(...(await operation(size, r)));
+      const [name, request, options] = await operation(size, r);
+      r[key] = await script(name, request, { ...options, env: size.env });
       size.perOp[key] += daemon.connections() - start;
       size.samples[key].push(r[key].ms);
     });

@@ -190,7 +190,7 @@ function sshLines(ssh) {
 }
 
 function httpsLines(https) {
-  return transportLines(
+  const lines = transportLines(
     [
       `over HTTPS with the server a ${https.rttMs} ms round trip away (${https.commits} commits): one`,
       'connection per run, as the resource runs, against one per git command (an http.* git_config)',
@@ -199,6 +199,19 @@ function httpsLines(https) {
     ['relayed', 'perCommand'],
     { name: 'HTTPS', unit: 'TCP connections', modes: HTTPS_MODES },
   );
+  if (!https.operations.proxiedRelayed) return lines;
+  return [
+    ...lines,
+    '',
+    ...modeLines(
+      [
+        'the same behind an HTTP proxy on the worker (https_proxy): a CONNECT tunnel per connection',
+      ],
+      https.operations,
+      ['proxiedRelayed', 'proxiedPerCommand'],
+      'TCP connections',
+    ),
+  ];
 }
 
 /** A transport's two modes side by side (modeLines), then its contention runs, one per mode. */
@@ -295,11 +308,18 @@ export function targets(results, c, ssh, https) {
       `no mutual-exclusion violation over HTTPS, ${HTTPS_MODES[key]}: ${hc.violations}`,
       hc.violations <= k.maxViolations,
     ]);
-  if (https) {
-    const { relayed, perCommand } = https.operations;
-    const ratio = relayed.medians.acquire / perCommand.medians.acquire;
+  const pairs = [
+    ['relayed', 'perCommand', 'a connection'],
+    ['proxiedRelayed', 'proxiedPerCommand', 'a tunnel'],
+  ];
+  for (const [ours, theirs, each] of pairs) {
+    const a = https?.operations[ours];
+    const b = https?.operations[theirs];
+    if (!a || !b) continue;
+    const ratio = a.medians.acquire / b.medians.acquire;
+    const where = ours === 'relayed' ? '' : ', behind a proxy';
     list.push([
-      `over HTTPS at a ${https.rttMs} ms round trip, acquire within ${TARGETS.distance.maxRatio}× of one with a connection per git command: ${ratio.toFixed(2)}×`,
+      `over HTTPS at a ${https.rttMs} ms round trip${where}, acquire within ${TARGETS.distance.maxRatio}× of one with ${each} per git command: ${ratio.toFixed(2)}×`,
       ratio <= TARGETS.distance.maxRatio,
     ]);
   }
