@@ -1,9 +1,10 @@
-// The proxy git would take to an HTTP(S) lock repository, read from the environment as git (http.c)
-// and libcurl read it, so that the run's relay (http-relay.ts) goes the way git would have gone:
+// The proxy git would take to an HTTP(S) lock repository, read from the same settings by the same
+// rules as git (http.c) and libcurl, so that the run's relay (http-relay.ts) goes the way git would
+// have gone:
 //
-// - `http.proxy` in git_config first; then, for https: `https_proxy`, else `HTTPS_PROXY`; http: `http_proxy` only (curl ignores the upper-case
-//   one); else `all_proxy`, else `ALL_PROXY` (which the run does not pass on to git:
-//   environment.ts). Set but empty: no proxy.
+// - `http.proxy` in git_config first; else, for https, `https_proxy`, else `HTTPS_PROXY`; for
+//   http, `http_proxy` only (curl ignores the upper-case one); else `all_proxy`, else `ALL_PROXY`
+//   (which the run does not pass on to git: environment.ts). Set but empty: no proxy.
 // - `no_proxy` (else `NO_PROXY`): `*`, or names and addresses separated by commas or blanks; a name
 //   matches the host and every host below it (`example.com`, `.example.com`), an address or a
 //   network (`10.0.0.0/8`) matches the hosts it covers. Ports are not compared.
@@ -29,7 +30,7 @@ export type ProxyRoute = 'direct' | 'unusable' | HttpProxy;
 /** curl's default proxy port. */
 const DEFAULT_PROXY_PORT = 1080;
 
-/** Longest wait for a proxy's tunnel; git, which waits on the relay meanwhile, goes on its own after. */
+/** Longest wait for a tunnel: git, waiting on the relay meanwhile, then goes on its own. */
 const TUNNEL_TIMEOUT_MS = 30_000;
 
 /** `configured`: git_config's `http.proxy`, which comes before the variables. */

@@ -125,18 +125,24 @@ describe('one connection per run behind an HTTP proxy', () => {
     expect(via.tunnels[0]!.allowed).toBe(true);
   });
 
-  it('a proxy that refuses the run: git says so in its own words, naming the uri', async () => {
-    const { proxy: via, uri, src } = await served(true, true);
-    const result = await runScript(
-      'check',
-      { source: src },
-      { env: { https_proxy: `http://127.0.0.1:${via.port}` } },
-    );
-    expect(result.code).toBe(1);
-    expect(result.stderr).toContain(`unable to access '${uri}/'`);
-    expect(result.stderr).toMatch(/407/);
-    expect(result.stderr).not.toMatch(/127\.0\.0\.1:\d+\/relay/);
-  });
+  it.each([
+    ['https', true, 'https_proxy'],
+    ['http', false, 'http_proxy'],
+  ] as const)(
+    '%s: a proxy that refuses the run: git says why, naming the uri',
+    async (_, tls, variable) => {
+      const { proxy: via, uri, src } = await served(tls, true);
+      const result = await runScript(
+        'check',
+        { source: src },
+        { env: { [variable]: `http://127.0.0.1:${via.port}` } },
+      );
+      expect(result.code).toBe(1);
+      expect(result.stderr).toContain(`unable to access '${uri}/'`);
+      expect(result.stderr).toMatch(/407/);
+      expect(result.stderr).not.toMatch(/127\.0\.0\.1:\d+\/relay/);
+    },
+  );
 
   it('no_proxy naming the server: straight to it, the proxy unused', async () => {
     const { repo: lockRepo, server: http, proxy: via, src } = await served(true);
