@@ -1,15 +1,20 @@
 // Looking at an HTTP(S) lock repository's refs on the run's one kept connection. A put that waits
 // polls the branch tip and the waiting line every few hundred milliseconds to seconds; a `git
 // ls-remote` each time is a new process, and without the run's relay (transport/http-relay.ts) a
-// new TCP (and TLS) connection. Here the run asks the smart-HTTP ref advertisement on the relay's
-// connection to the server at each poll: one request, answered by a fresh upload-pack on the
-// server, so a release is seen at once (a long-lived upload-pack session would answer from refs
-// it read once: git caches them).
+// new TCP (and TLS) connection. Here the run asks the server on the relay's connection at each
+// poll: one request, answered by a fresh upload-pack on the server, so a release is seen at once
+// (a long-lived upload-pack session would answer from refs it read once: git caches them).
+//
+// Over protocol v2 (every current git server) the request is an `ls-refs` for the branch and the
+// pool's line only: the answer is a few lines however many other refs the repository holds (a
+// hosted one advertises a pair per pull request; `git ls-remote` asks for all of them, patterns
+// or not). A server that speaks only v0 answers with its whole ref advertisement, each time.
 //
 // Only where the run has a relay. Anything unexpected (a refused login, an answer that is not an
 // advertisement, a certificate Node does not trust) ends the looks for the run; the caller asks
 // git instead, which reports the problem in its own words.
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
+import { isV2 } from '../transport/http-messages.js';
 import type { HttpRelay } from '../transport/http-relay.js';
 
 export interface AdvertisedRef {
@@ -20,36 +25,86 @@ export interface AdvertisedRef {
 /** The ref advertisement of a lock repository is a few lines; anything this big is not one. */
 const MAX_ADVERTISEMENT_BYTES = 16 * 1024 * 1024;
 
-/** The refs of a smart-HTTP `info/refs?service=git-upload-pack` answer (protocol v0). */
-export function parseAdvertisement(body: Buffer): AdvertisedRef[] | undefined {
-  const refs: AdvertisedRef[] = [];
+const ADVERTISEMENT = {
+  path: '/info/refs?service=git-upload-pack',
+  type: 'application/x-git-upload-pack-advertisement',
+};
+const UPLOAD_PACK = { path: '/git-upload-pack', type: 'application/x-git-upload-pack-result' };
+
+/** Splits pkt-lines into their texts, a flush as null; undefined unless `body` is whole pkt-lines. */
+function pktLines(body: Buffer): (string | null)[] | undefined {
+  const lines: (string | null)[] = [];
   let offset = 0;
-  let sawService = false;
   while (offset + 4 <= body.length) {
     const header = body.subarray(offset, offset + 4).toString('latin1');
     if (!/^[0-9a-f]{4}$/.test(header)) return undefined;
     const length = Number.parseInt(header, 16);
     if (length === 0) {
+      lines.push(null);
       offset += 4;
       continue;
     }
     if (length < 4 || offset + length > body.length) return undefined;
-    const line = body
-      .subarray(offset + 4, offset + length)
-      .toString('utf8')
-      .replace(/\n$/, '');
+    lines.push(
+      body
+        .subarray(offset + 4, offset + length)
+        .toString('utf8')
+        .replace(/\n$/, ''),
+    );
     offset += length;
-    if (!sawService) {
-      if (line !== '# service=git-upload-pack') return undefined;
-      sawService = true;
-      continue;
-    }
+  }
+  return offset === body.length ? lines : undefined;
+}
+
+/** One pkt-line of `text`. */
+function pkt(text: string): Buffer {
+  const data = Buffer.from(text, 'utf8');
+  return Buffer.concat([Buffer.from((data.length + 4).toString(16).padStart(4, '0')), data]);
+}
+
+/** The refs of a protocol v2 `ls-refs` answer: `<id> <ref>[ attribute]…` lines, then a flush. */
+export function parseLsRefs(body: Buffer): AdvertisedRef[] | undefined {
+  const lines = pktLines(body);
+  if (!lines || lines.at(-1) !== null || lines.indexOf(null) !== lines.length - 1) return undefined;
+  const refs: AdvertisedRef[] = [];
+  for (const line of lines.slice(0, -1)) {
+    const match = /^([0-9a-f]{40}|[0-9a-f]{64}) ([^ ]+)(?: |$)/.exec(line!);
+    if (!match) return undefined;
+    refs.push({ id: match[1]!, ref: match[2]! });
+  }
+  return refs;
+}
+
+/** The `ls-refs` request for the refs under `prefixes`, in the repository's object format. */
+function lsRefsRequest(prefixes: readonly string[], objectFormat: string | undefined): Buffer {
+  return Buffer.concat([
+    pkt('command=ls-refs\n'),
+    ...(objectFormat ? [pkt(`object-format=${objectFormat}\n`)] : []),
+    Buffer.from('0001'),
+    ...prefixes.map((prefix) => pkt(`ref-prefix ${prefix}\n`)),
+    Buffer.from('0000'),
+  ]);
+}
+
+/** The object format a v2 capability advertisement names (sha1 when it names none). */
+function objectFormat(capabilities: Buffer): string | undefined {
+  for (const line of pktLines(capabilities) ?? [])
+    if (line?.startsWith('object-format=')) return line.slice('object-format='.length);
+  return undefined;
+}
+
+/** The refs of a smart-HTTP `info/refs?service=git-upload-pack` answer (protocol v0). */
+export function parseAdvertisement(body: Buffer): AdvertisedRef[] | undefined {
+  const lines = pktLines(body)?.filter((line): line is string => line !== null);
+  if (lines?.[0] !== '# service=git-upload-pack') return undefined;
+  const refs: AdvertisedRef[] = [];
+  for (const line of lines.slice(1)) {
     const match = /^([0-9a-f]{40}|[0-9a-f]{64}) ([^\0 ]+)/.exec(line);
     if (!match) return undefined;
     // An empty repository advertises only its capabilities, on a line of zeros.
     if (!/^0+$/.test(match[1]!)) refs.push({ id: match[1]!, ref: match[2]! });
   }
-  return sawService && offset === body.length ? refs : undefined;
+  return refs;
 }
 
 export interface HttpRefsSettings {
@@ -66,11 +121,16 @@ export function httpRefsFor(
 }
 
 /**
- * The ref advertisement, asked again and again over the relay's connection. Once a request fails
- * the looks stay failed (`usable` false) and the caller asks git from then on.
+ * The refs, asked again and again over the relay's connection. Once a request fails the looks
+ * stay failed (`usable` false) and the caller asks git from then on.
  */
 export class HttpRefs {
   private failed = false;
+  /**
+   * How the server is asked, known after the first look: `ls-refs` (protocol v2, in the
+   * repository's object format) or the whole advertisement (v0).
+   */
+  private protocol: { version: 2; objectFormat?: string } | { version: 0 } | undefined;
 
   constructor(
     private readonly relay: HttpRelay,
@@ -87,28 +147,70 @@ export class HttpRefs {
     this.failed = true;
   }
 
-  /** Every ref the server advertises (a lock repository has a handful). */
-  async listRefs(): Promise<AdvertisedRef[]> {
+  /** The refs whose names start with one of `prefixes`. */
+  async listRefs(prefixes: readonly string[]): Promise<AdvertisedRef[]> {
     if (!this.usable) throw new Error('the kept connection is closed');
     try {
-      const body = await this.get();
-      const refs = parseAdvertisement(body);
-      if (!refs) throw new Error('not a smart-HTTP ref advertisement');
-      return refs;
+      const refs = await this.ask(prefixes);
+      return refs.filter(({ ref }) => prefixes.some((prefix) => ref.startsWith(prefix)));
     } catch (error) {
       this.close();
       throw error;
     }
   }
 
+  private async ask(prefixes: readonly string[]): Promise<AdvertisedRef[]> {
+    if (this.protocol === undefined) {
+      // The capabilities git's first fetch asked (the relay keeps them), else asked here: a v2
+      // server lists capabilities, a v0 one its refs.
+      const first =
+        this.relay.knownCapabilities ??
+        (await this.request('GET', ADVERTISEMENT, { 'git-protocol': 'version=2' }));
+      if (!isV2(first)) {
+        this.protocol = { version: 0 };
+        return advertised(first);
+      }
+      const format = objectFormat(first);
+      this.protocol = { version: 2, ...(format ? { objectFormat: format } : {}) };
+    }
+    if (this.protocol.version === 0) return advertised(await this.request('GET', ADVERTISEMENT));
+    const answer = await this.request(
+      'POST',
+      UPLOAD_PACK,
+      {
+        'git-protocol': 'version=2',
+        'content-type': 'application/x-git-upload-pack-request',
+        accept: UPLOAD_PACK.type,
+      },
+      lsRefsRequest(prefixes, this.protocol.objectFormat),
+    );
+    const refs = parseLsRefs(answer);
+    if (!refs) throw new Error('not an ls-refs answer');
+    return refs;
+  }
+
   /**
+   * One request on the kept connection, its answer whole when it is of `expected.type`.
    * `again`: whether a kept connection the server had closed meanwhile may be replaced for this
-   * look (once).
+   * look (once); every look only reads.
    */
-  private async get(again = true): Promise<Buffer> {
+  private async request(
+    method: 'GET' | 'POST',
+    expected: { path: string; type: string },
+    headers: OutgoingHttpHeaders = {},
+    body?: Buffer,
+    again = true,
+  ): Promise<Buffer> {
     const req = await this.relay.request(
-      '/info/refs?service=git-upload-pack',
-      { 'user-agent': 'git/pool-resource', accept: '*/*', 'cache-control': 'no-cache' },
+      method,
+      expected.path,
+      {
+        'user-agent': 'git/pool-resource',
+        accept: '*/*',
+        'cache-control': 'no-cache',
+        ...headers,
+        ...(body ? { 'content-length': body.length } : {}),
+      },
       { signal: this.signal, timeout: this.settings.gitTimeoutMs },
     );
     return new Promise((resolve, reject) => {
@@ -116,7 +218,7 @@ export class HttpRefs {
       req.on('response', (res: IncomingMessage) => {
         answered = true;
         const type = res.headers['content-type'] ?? '';
-        if (res.statusCode !== 200 || type !== 'application/x-git-upload-pack-advertisement') {
+        if (res.statusCode !== 200 || type !== expected.type) {
           res.resume();
           reject(new Error(`HTTP ${res.statusCode ?? '?'} (${type})`));
           return;
@@ -134,10 +236,17 @@ export class HttpRefs {
       req.on('timeout', () => req.destroy(new Error('timed out')));
       req.on('error', (error) => {
         if (again && !answered && req.reusedSocket && this.usable)
-          this.get(false).then(resolve, reject);
+          this.request(method, expected, headers, body, false).then(resolve, reject);
         else reject(error);
       });
-      req.end();
+      req.end(body);
     });
   }
+}
+
+/** The refs of a v0 advertisement, or the error of an answer that is none. */
+function advertised(body: Buffer): AdvertisedRef[] {
+  const refs = parseAdvertisement(body);
+  if (!refs) throw new Error('not a smart-HTTP ref advertisement');
+  return refs;
 }

@@ -58,8 +58,9 @@ export class LineRefs {
     const branch = this.copy.branchRef;
     // A failed kept connection is closed for good: ls-remote from then on (which a stop cancels).
     const refs =
-      (kept?.usable ? await kept.listRefs().catch(() => undefined) : undefined) ??
-      (await this.copy.remoteRefs([branch, `${this.prefix}*`]));
+      (kept?.usable
+        ? await kept.listRefs([branch, this.prefix]).catch(() => undefined)
+        : undefined) ?? (await this.copy.remoteRefs([branch, `${this.prefix}*`]));
     const tip = refs.find(({ ref }) => ref === branch)?.id;
     return { tip, line: this.entries(refs) };
   }

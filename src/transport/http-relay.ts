@@ -201,9 +201,10 @@ export class HttpRelay {
 
   /**
    * A request of the run's own to the server at `path` (below the repository's), on the kept
-   * connection, with the request's credentials.
+   * connection, with the request's credentials; the caller sends its body and ends it.
    */
   async request(
+    method: string,
     path: string,
     headers: OutgoingHttpHeaders,
     options: { signal: AbortSignal; timeout: number },
@@ -211,7 +212,12 @@ export class HttpRelay {
     const upstream = await this.upstream();
     if (!this.usable) throw new Error('the relay is off');
     const full = `${this.url.pathname.replace(/\/+$/, '')}${path}`;
-    return this.requestOn(upstream, 'GET', full, headers, options);
+    return this.requestOn(upstream, method, full, headers, options);
+  }
+
+  /** upload-pack's v2 capability advertisement, once a fetch of git's has asked it. */
+  get knownCapabilities(): Buffer | undefined {
+    return this.capabilities?.body;
   }
 
   private requestOn(

@@ -16,9 +16,9 @@ const exec = promisify(execFile);
  * @typedef {object} HttpGitServer
  * @property {number} port
  * @property {(bareRepo: string) => string} url `http(s)://127.0.0.1:PORT/<path relative to the project root>`
- * @property {{ method: string, path: string, user?: string, protocol?: string }[]} requests
- *   Requests seen: method, path, the user that authenticated (undefined when refused), and the
- *   Git-Protocol header (`version=2`) when there was one.
+ * @property {{ method: string, path: string, user?: string, protocol?: string, sent?: number }[]} requests
+ *   Requests seen: method, path, the user that authenticated (undefined when refused), the
+ *   Git-Protocol header (`version=2`) when there was one, and the bytes of git's answer (its body).
  * @property {() => number} connections TCP connections accepted so far.
  * @property {() => Promise<void>} stop
  */
@@ -32,6 +32,8 @@ const exec = promisify(execFile);
  * @property {number} [keepAliveTimeoutMs] How long an idle connection stays open (Node's default: 5 s).
  * @property {{ from: string, to: string }} [redirect] Requests below path `from` are sent to
  *   the same place below `to` (301, a Location relative to the server, before any login).
+ * @property {boolean} [v0Only] Leave the Git-Protocol header out: a server that speaks only
+ *   protocol v0.
  */
 
 /** @returns {Promise<{ key: Buffer, cert: Buffer }>} */
@@ -89,13 +91,16 @@ export async function startHttpGit(options) {
         .end('authentication required\n');
       return;
     }
-    const protocol = req.headers['git-protocol'];
-    requests.push({
+    const protocol = options.v0Only ? undefined : req.headers['git-protocol'];
+    /** @type {HttpGitServer['requests'][number]} */
+    const seen = {
       method: req.method ?? '',
       path: url.pathname,
       user: options.username,
       ...(protocol ? { protocol: String(protocol) } : {}),
-    });
+      sent: 0,
+    };
+    requests.push(seen);
     // CGI/1.1 as git-http-backend(1) expects it; receive-pack is on because REMOTE_USER is set.
     const child = spawn('git', ['http-backend'], {
       stdio: ['pipe', 'pipe', 'ignore'],
@@ -113,16 +118,17 @@ export async function startHttpGit(options) {
         ...(req.headers['content-encoding']
           ? { HTTP_CONTENT_ENCODING: String(req.headers['content-encoding']) }
           : {}),
-        ...(req.headers['git-protocol']
-          ? { GIT_PROTOCOL: String(req.headers['git-protocol']) }
-          : {}),
+        ...(protocol ? { GIT_PROTOCOL: String(protocol) } : {}),
       },
     });
     req.pipe(child.stdin);
     let head = Buffer.alloc(0);
     let headerDone = false;
     child.stdout.on('data', (/** @type {Buffer} */ chunk) => {
-      if (headerDone) return void res.write(chunk);
+      if (headerDone) {
+        seen.sent = (seen.sent ?? 0) + chunk.length;
+        return void res.write(chunk);
+      }
       head = Buffer.concat([head, chunk]);
       const end = head.indexOf('\r\n\r\n');
       if (end < 0) return;
@@ -138,6 +144,7 @@ export async function startHttpGit(options) {
         else headers[name] = value;
       }
       res.writeHead(status, headers);
+      seen.sent = (seen.sent ?? 0) + head.length - end - 4;
       res.write(head.subarray(end + 4));
     });
     child.stdout.on('end', () => res.end());

@@ -1,8 +1,9 @@
 // A put waiting on an HTTP(S) lock repository looks at the refs over one kept connection instead
 // of a new connection (and TLS handshake) per poll: counted at the server, `git http-backend`
 // behind basic auth.
+import { spawn } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
-import { httpRefsFor, parseAdvertisement } from '../../src/git/http-refs.js';
+import { httpRefsFor, parseAdvertisement, parseLsRefs } from '../../src/git/http-refs.js';
 import { relayRoute, startHttpRelay, type HttpRelay } from '../../src/transport/http-relay.js';
 import { startHttpGit, type HttpGitServer } from '../helpers/http-git.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
@@ -24,11 +25,24 @@ afterEach(async () => {
   repo = undefined;
 });
 
-async function served(seed: { claimed?: string[]; unclaimed?: string[] }, tls = false) {
+async function served(
+  seed: { claimed?: string[]; unclaimed?: string[] },
+  tls = false,
+  options: { v0Only?: boolean } = {},
+) {
   repo = await createLockRepo({ pool: seed });
-  server = await startHttpGit({ projectRoot: repo.root, username: USER, password: PASSWORD, tls });
+  server = await startHttpGit({
+    projectRoot: repo.root,
+    username: USER,
+    password: PASSWORD,
+    tls,
+    ...options,
+  });
   return { repo, server, uri: server.url(repo.bare) };
 }
+
+/** What a put waiting in pool "pool" on branch master looks at: the branch and the line. */
+const LOOKED = ['refs/heads/master', 'refs/pool-resource/waiting/master/pool/'];
 
 const settings = (uri: string, extra: Partial<Parameters<typeof relayRoute>[0]> = {}) => ({
   uri,
@@ -54,7 +68,7 @@ describe('HttpRefs', () => {
     const refs = await looks(uri);
     const before = http.connections();
     for (let i = 0; i < 10; i++) {
-      expect(await refs.listRefs()).toEqual(
+      expect(await refs.listRefs(LOOKED)).toEqual(
         expect.arrayContaining([
           { id: await lockRepo.tip(), ref: 'refs/heads/master' },
           { id: await lockRepo.tip(), ref: line },
@@ -62,7 +76,7 @@ describe('HttpRefs', () => {
       );
     }
     await lockRepo.commit('unclaiming: nothing', async () => undefined);
-    expect(await refs.listRefs()).toContainEqual({
+    expect(await refs.listRefs(LOOKED)).toContainEqual({
       id: await lockRepo.tip(),
       ref: 'refs/heads/master',
     });
@@ -73,21 +87,21 @@ describe('HttpRefs', () => {
   it('over HTTPS too, with skip_ssl_verification for a self-signed certificate', async () => {
     const { repo: lockRepo, uri } = await served({ unclaimed: ['lock-a'] }, true);
     const trusting = await looks(uri, { skipSslVerification: true });
-    expect(await trusting.listRefs()).toContainEqual({
+    expect(await trusting.listRefs(LOOKED)).toContainEqual({
       id: await lockRepo.tip(),
       ref: 'refs/heads/master',
     });
     trusting.close();
     // Without it Node refuses the certificate, as git would: the session fails for good.
     const checking = await looks(uri);
-    await expect(checking.listRefs()).rejects.toThrow();
+    await expect(checking.listRefs(LOOKED)).rejects.toThrow();
     expect(checking.usable).toBe(false);
   });
 
   it('fails for good on a refused login', async () => {
     const { uri } = await served({ unclaimed: ['lock-a'] });
     const refs = await looks(uri, { password: 'wrong' });
-    await expect(refs.listRefs()).rejects.toThrow(/HTTP 401/);
+    await expect(refs.listRefs(LOOKED)).rejects.toThrow(/HTTP 401/);
     expect(refs.usable).toBe(false);
   });
 
@@ -120,6 +134,84 @@ describe('HttpRefs', () => {
     });
     expect(relayRoute(settings(https, proxies('')), env)).toEqual({ url: new URL(https) });
     expect(relayRoute(settings(https, proxies('socks5://proxy')), {})).toBeUndefined();
+  });
+
+  it('over protocol v2 asks only the branch and the line, however many refs the server has', async () => {
+    const { repo: lockRepo, server: http, uri } = await served({ unclaimed: ['lock-a'] });
+    const tip = await lockRepo.tip();
+    const line = `${LOOKED[1]}1-1000-abc`;
+    // A hosted repository advertises a pair of refs per pull request.
+    const pulls = Array.from({ length: 500 }, (_, n) => `create refs/pull/${n}/head ${tip}\n`);
+    await git(lockRepo.bare, 'update-ref', line, 'master');
+    await new Promise<void>((resolve, reject) => {
+      const child = spawn('git', ['update-ref', '--stdin'], { cwd: lockRepo.bare });
+      child.on('error', reject);
+      child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`exit ${code}`))));
+      child.stdin.end(pulls.join(''));
+    });
+    const refs = await looks(uri);
+    const seen = http.requests.length;
+    for (let i = 0; i < 3; i++)
+      expect(await refs.listRefs(LOOKED)).toEqual([
+        { id: tip, ref: 'refs/heads/master' },
+        { id: tip, ref: line },
+      ]);
+    const asked = http.requests.slice(seen);
+    // The capabilities once (no fetch of git's asked them first), then an ls-refs per look.
+    expect(asked.map(({ method, path, protocol }) => `${method} ${path} ${protocol}`)).toEqual([
+      'GET /locks.git/info/refs version=2',
+      ...Array(3).fill('POST /locks.git/git-upload-pack version=2'),
+    ]);
+    for (const { sent } of asked.slice(1)) expect(sent).toBeLessThan(300);
+    // The whole advertisement, as a v0 look would read it: every pull request's ref.
+    const advertisement = await fetch(`${uri}/info/refs?service=git-upload-pack`, {
+      headers: { authorization: `Basic ${Buffer.from(`${USER}:${PASSWORD}`).toString('base64')}` },
+    });
+    expect((await advertisement.arrayBuffer()).byteLength).toBeGreaterThan(25_000);
+    refs.close();
+  });
+
+  it('a server that speaks only protocol v0: its whole advertisement, each look', async () => {
+    const {
+      repo: lockRepo,
+      server: http,
+      uri,
+    } = await served({ unclaimed: ['lock-a'] }, false, {
+      v0Only: true,
+    });
+    const refs = await looks(uri);
+    const seen = http.requests.length;
+    for (let i = 0; i < 3; i++)
+      expect(await refs.listRefs(LOOKED)).toEqual([
+        { id: await lockRepo.tip(), ref: 'refs/heads/master' },
+      ]);
+    expect(http.requests.slice(seen).map(({ method, path }) => `${method} ${path}`)).toEqual(
+      Array(3).fill('GET /locks.git/info/refs'),
+    );
+    refs.close();
+  });
+
+  it('reads the answers of ls-refs', () => {
+    const id = 'a'.repeat(40);
+    const pkt = (text: string) => `${(text.length + 4).toString(16).padStart(4, '0')}${text}`;
+    expect(
+      parseLsRefs(
+        Buffer.from(
+          `${pkt(`${id} refs/heads/master\n`)}${pkt(`${'b'.repeat(64)} refs/tags/v1 peeled:${id}\n`)}0000`,
+        ),
+      ),
+    ).toEqual([
+      { id, ref: 'refs/heads/master' },
+      { id: 'b'.repeat(64), ref: 'refs/tags/v1' },
+    ]);
+    expect(parseLsRefs(Buffer.from('0000'))).toEqual([]);
+    for (const wrong of [
+      `${pkt(`${id} refs/heads/master\n`)}`,
+      `${pkt('ERR upload-pack: not our ref\n')}0000`,
+      `${pkt(`${id} refs/heads/master\n`)}0000${pkt(`${id} refs/heads/other\n`)}0000`,
+      '<html>login</html>',
+    ])
+      expect(parseLsRefs(Buffer.from(wrong))).toBeUndefined();
   });
 
   it('reads the advertisement git http-backend writes, an empty repository included', () => {
