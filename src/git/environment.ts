@@ -11,7 +11,7 @@ import {
   type SshTransportConfig,
 } from '../transport/ssh-config.js';
 import { startHttpRelay, type HttpRelay } from '../transport/http-relay.js';
-import { startSshMux } from '../transport/ssh-mux.js';
+import { startSshMux, type SshMux } from '../transport/ssh-mux.js';
 import { sshCommand } from './ssh-command.js';
 
 /** What git's environment is made from: the request's source (protocol/request.ts) fits it. */
@@ -47,6 +47,8 @@ export interface GitEnvironment {
    * its own.
    */
   readonly relay?: HttpRelay;
+  /** SSH: the run's shared connections (git's SSH program relays through them); undefined where it could not listen. */
+  readonly mux?: SshMux;
   dispose(): Promise<void>;
 }
 
@@ -272,6 +274,7 @@ async function fill(
     unsafe,
     ...(identity ? { identity } : {}),
     ...(relay ? { relay } : {}),
+    ...(mux ? { mux } : {}),
     dispose: () => {
       mux?.close();
       relay?.close();

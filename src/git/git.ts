@@ -14,6 +14,7 @@ import { accessFailure } from './access-failure.js';
 import { GIT_STOP_SIGNAL, processesWithHome, signalProcessesWithHome } from './child-processes.js';
 import type { GitEnvironment, GitIdentity } from './environment.js';
 import type { HttpRelay } from '../transport/http-relay.js';
+import type { SshMux } from '../transport/ssh-mux.js';
 
 export interface GitRunOptions {
   /** Working directory; defaults to the environment's private folder. */
@@ -57,6 +58,11 @@ export class Git {
    */
   async catFile(args: readonly string[], options: GitRunOptions = {}): Promise<Buffer> {
     return this.execute(['cat-file', ...args], options, (git) => git.binaryCatFile([...args]));
+  }
+
+  /** The run's shared SSH connections, where git's SSH program uses them. */
+  get mux(): SshMux | undefined {
+    return this.environment.mux;
   }
 
   /** The run's relay to an HTTP(S) lock repository, while git goes through it. */

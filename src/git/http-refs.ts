@@ -16,11 +16,13 @@
 import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 import { isV2 } from '../transport/http-messages.js';
 import type { HttpRelay } from '../transport/http-relay.js';
-
-export interface AdvertisedRef {
-  id: string;
-  ref: string;
-}
+import {
+  lsRefsRequest,
+  objectFormat,
+  parseAdvertisement,
+  parseLsRefs,
+  type AdvertisedRef,
+} from './ls-refs.js';
 
 /** The ref advertisement of a lock repository is a few lines; anything this big is not one. */
 const MAX_ADVERTISEMENT_BYTES = 16 * 1024 * 1024;
@@ -30,82 +32,6 @@ const ADVERTISEMENT = {
   type: 'application/x-git-upload-pack-advertisement',
 };
 const UPLOAD_PACK = { path: '/git-upload-pack', type: 'application/x-git-upload-pack-result' };
-
-/** Splits pkt-lines into their texts, a flush as null; undefined unless `body` is whole pkt-lines. */
-function pktLines(body: Buffer): (string | null)[] | undefined {
-  const lines: (string | null)[] = [];
-  let offset = 0;
-  while (offset + 4 <= body.length) {
-    const header = body.subarray(offset, offset + 4).toString('latin1');
-    if (!/^[0-9a-f]{4}$/.test(header)) return undefined;
-    const length = Number.parseInt(header, 16);
-    if (length === 0) {
-      lines.push(null);
-      offset += 4;
-      continue;
-    }
-    if (length < 4 || offset + length > body.length) return undefined;
-    lines.push(
-      body
-        .subarray(offset + 4, offset + length)
-        .toString('utf8')
-        .replace(/\n$/, ''),
-    );
-    offset += length;
-  }
-  return offset === body.length ? lines : undefined;
-}
-
-/** One pkt-line of `text`. */
-function pkt(text: string): Buffer {
-  const data = Buffer.from(text, 'utf8');
-  return Buffer.concat([Buffer.from((data.length + 4).toString(16).padStart(4, '0')), data]);
-}
-
-/** The refs of a protocol v2 `ls-refs` answer: `<id> <ref>[ attribute]…` lines, then a flush. */
-export function parseLsRefs(body: Buffer): AdvertisedRef[] | undefined {
-  const lines = pktLines(body);
-  if (!lines || lines.at(-1) !== null || lines.indexOf(null) !== lines.length - 1) return undefined;
-  const refs: AdvertisedRef[] = [];
-  for (const line of lines.slice(0, -1)) {
-    const match = /^([0-9a-f]{40}|[0-9a-f]{64}) ([^ ]+)(?: |$)/.exec(line!);
-    if (!match) return undefined;
-    refs.push({ id: match[1]!, ref: match[2]! });
-  }
-  return refs;
-}
-
-/** The `ls-refs` request for the refs under `prefixes`, in the repository's object format. */
-function lsRefsRequest(prefixes: readonly string[], objectFormat: string | undefined): Buffer {
-  return Buffer.concat([
-    pkt('command=ls-refs\n'),
-    ...(objectFormat ? [pkt(`object-format=${objectFormat}\n`)] : []),
-    Buffer.from('0001'),
-    ...prefixes.map((prefix) => pkt(`ref-prefix ${prefix}\n`)),
-    Buffer.from('0000'),
-  ]);
-}
-
-/** The object format a v2 capability advertisement names (sha1 when it names none). */
-function objectFormat(capabilities: Buffer): string | undefined {
-  for (const line of pktLines(capabilities) ?? [])
-    if (line?.startsWith('object-format=')) return line.slice('object-format='.length);
-  return undefined;
-}
-
-/** The refs of a smart-HTTP `info/refs?service=git-upload-pack` answer (protocol v0). */
-export function parseAdvertisement(body: Buffer): AdvertisedRef[] | undefined {
-  const lines = pktLines(body)?.filter((line): line is string => line !== null);
-  if (lines?.[0] !== '# service=git-upload-pack') return undefined;
-  const refs: AdvertisedRef[] = [];
-  for (const line of lines.slice(1)) {
-    const match = /^([0-9a-f]{40}|[0-9a-f]{64}) ([^\0 ]+)/.exec(line);
-    if (!match) return undefined;
-    // An empty repository advertises only its capabilities, on a line of zeros.
-    if (!/^0+$/.test(match[1]!)) refs.push({ id: match[1]!, ref: match[2]! });
-  }
-  return refs;
-}
 
 export interface HttpRefsSettings {
   gitTimeoutMs: number;
@@ -137,6 +63,8 @@ export class HttpRefs {
     private readonly settings: HttpRefsSettings,
     private readonly signal: AbortSignal,
   ) {}
+
+  readonly cheaperThanFetch = true;
 
   get usable(): boolean {
     return !this.failed && !this.signal.aborted && this.relay.usable;

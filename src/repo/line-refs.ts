@@ -2,7 +2,7 @@
 // with the branch tip, without fetching, and pushing entries in and out. A ref points at a commit
 // the server already has, so these pushes send no objects.
 import { GitCommandError } from '../base/errors.js';
-import type { HttpRefs } from '../git/http-refs.js';
+import type { KeptRefs } from '../git/kept-refs.js';
 import { classifyPush, type PushOutcome, type PushRefused } from '../git/push-outcome.js';
 import { entryRef, linePrefix, parseEntryRef, type WaitingEntry } from '../lock/waiting-line.js';
 import type { BranchCopy } from './branch-copy.js';
@@ -14,8 +14,8 @@ export interface LineRefsOptions {
   pool: string;
   /** Fetch the line with the branch (an acquire keeps its place in it). */
   line?: boolean;
-  /** A kept connection to look on (HTTP(S), see git/http-refs.ts). */
-  refs?: HttpRefs;
+  /** A kept connection to look on (git/kept-refs.ts). */
+  refs?: KeptRefs;
 }
 
 export class LineRefs {
@@ -67,7 +67,8 @@ export class LineRefs {
 
   /** Whether `look` asks on a kept connection: polls may then look, and fetch once it moved. */
   get looksAreCheap(): boolean {
-    return this.options.refs?.usable ?? false;
+    const refs = this.options.refs;
+    return refs !== undefined && refs.usable && refs.cheaperThanFetch;
   }
 
   /**

@@ -26,7 +26,7 @@ import { LockFiles } from './lock-files.js';
 import type { WaitingEntry } from '../lock/waiting-line.js';
 import { LineRefs } from './line-refs.js';
 import { BranchCopy, type Reach } from './branch-copy.js';
-import type { HttpRefs } from '../git/http-refs.js';
+import type { KeptRefs } from '../git/kept-refs.js';
 import {
   fastImportCommits,
   isRegularFile,
@@ -51,10 +51,10 @@ export interface LockRepositoryOptions {
    */
   keepHistory?: boolean;
   /**
-   * A kept connection to ask the refs on (HTTP(S) only, see git/http-refs.ts): `look` then costs
-   * the server one request and no new connection, and falls back to ls-remote once it fails.
+   * A kept connection to ask the refs on (git/kept-refs.ts): `look` then costs the server one
+   * request or one upload-pack and no new connection, and falls back to ls-remote once it fails.
    */
-  refs?: HttpRefs;
+  refs?: KeptRefs;
 }
 
 /** How many commits a keepHistory copy starts with. */

@@ -12,7 +12,7 @@ import type { Reclaim } from '../lock/leases.js';
 import type { ResolvedOperation } from '../lock/lock-operation.js';
 import { LockPool, type Outcome } from '../lock/lock-pool.js';
 import { LockRepository } from '../repo/lock-repository.js';
-import { httpRefsFor } from '../git/http-refs.js';
+import { keptRefsFor } from '../git/kept-refs.js';
 import { ProgressReporter } from './progress.js';
 import type { Source } from '../protocol/request.js';
 
@@ -39,7 +39,7 @@ export async function runLockOperation(
   options: LockRunOptions,
 ): Promise<Outcome> {
   const { git, home, source, build, waitTimeoutMs } = options;
-  const refs = httpRefsFor(git.relay, source, ctx.signal);
+  const refs = keptRefsFor(git, source, ctx.signal);
   const repository = new LockRepository(git, {
     uri: source.uri,
     branch: source.branch,

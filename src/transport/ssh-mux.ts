@@ -5,7 +5,7 @@
 // OpenSSH's sshd, an acquire took 0.83× the time). ssh2 is loaded on the first command, so runs
 // that never use SSH never load it.
 import { createServer, type Server, type Socket } from 'node:net';
-import { PassThrough, Writable } from 'node:stream';
+import { PassThrough, Writable, type Readable } from 'node:stream';
 import type { ClientChannel } from 'ssh2';
 import { SSH_STOPPED_IDLE_MS } from '../base/stop-budget.js';
 import {
@@ -16,9 +16,8 @@ import {
   FRAME_STDOUT,
   MAX_HEADER_BYTES,
   type FrameType,
-  type MuxRequest,
 } from './mux-frames.js';
-import { parseSshArgs } from './ssh-args.js';
+import { parseSshArgs, type SshInvocation } from './ssh-args.js';
 import { SSH_FAILED, type SshTransportConfig } from './ssh-config.js';
 import type { SshConnection, SshStreams, SshTarget } from './ssh-session.js';
 
@@ -34,6 +33,16 @@ const IDLE_MS = 60_000;
 export interface SshMux {
   /** The Unix socket git's SSH program connects to. */
   readonly path: string;
+  /**
+   * Runs a command of the run's own on the shared connection, as git's would run: `input` is all
+   * its stdin. Resolves with its exit status and its stdout, whole; `signal` ends the command.
+   */
+  exec(
+    invocation: SshInvocation,
+    env: Record<string, string>,
+    input: Buffer,
+    signal: AbortSignal,
+  ): Promise<{ status: number; stdout: Buffer }>;
   /** Drops every connection and every command in flight. */
   close(): void;
   /**
@@ -106,12 +115,17 @@ export async function startSshMux(
     return { key, entry, opened, connection: await entry.connection };
   };
 
-  /** Runs one git command; a shared connection that has gone away is replaced once. */
-  const run = async (socket: Socket, request: MuxRequest, streams: MuxStreams) => {
+  /**
+   * Runs one command; a shared connection that has gone away is replaced once. `socket` is the
+   * command's caller: its data is the command's stdin, and its closing ends the command.
+   */
+  const run = async (
+    socket: Readable,
+    invocation: SshInvocation,
+    env: Record<string, string>,
+    streams: MuxStreams,
+  ) => {
     const ssh = await loadSshSession();
-    const invocation = parseSshArgs(request.args);
-    if ('problem' in invocation)
-      throw new ssh.SshFailure(`cannot read git's arguments: ${invocation.problem}`);
     const target = ssh.sshTarget(invocation, config);
     for (let attempt = 0; ; attempt++) {
       const { key, entry, opened, connection } = await connectionFor(target);
@@ -119,7 +133,7 @@ export async function startSshMux(
       let channel: ClientChannel;
       try {
         channel = await withinTime(
-          ssh.openChannel(connection, invocation.command, request.env, streams.stderr),
+          ssh.openChannel(connection, invocation.command, env, streams.stderr),
           config.connectTimeoutMs,
           () => new ssh.SshFailure(`no answer from ${connection.where} in time`),
         );
@@ -162,7 +176,10 @@ export async function startSshMux(
     try {
       const request = decodeRequest(line);
       if ('problem' in request) throw new Error(request.problem);
-      status = await run(socket, request, streams);
+      const invocation = parseSshArgs(request.args);
+      if ('problem' in invocation)
+        throw new Error(`cannot read git's arguments: ${invocation.problem}`);
+      status = await run(socket, invocation, request.env, streams);
     } catch (error) {
       streams.stderr.write(`ssh: ${error instanceof Error ? error.message : String(error)}\n`);
     }
@@ -183,8 +200,48 @@ export async function startSshMux(
   if (!(await listen(server, path))) return undefined;
   // The run's own end decides when this process exits, not a socket nobody may use again.
   server.unref();
+  const exec: SshMux['exec'] = async (invocation, env, input, signal) => {
+    if (signal.aborted) throw new Error('cancelled');
+    // Closed only when the caller gives up (no autoDestroy: its end is the command's EOF); its
+    // closing ends the command's channel, which the server may take a while to confirm: the
+    // caller does not wait for that.
+    const caller = new PassThrough({ autoDestroy: false });
+    let onAbort!: () => void;
+    const aborted = new Promise<never>((_resolve, reject) => {
+      onAbort = () => {
+        caller.destroy();
+        reject(new Error('cancelled'));
+      };
+    });
+    signal.addEventListener('abort', onAbort, { once: true });
+    const chunks: Buffer[] = [];
+    const collect = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        chunks.push(chunk);
+        done();
+      },
+    });
+    const discard = new Writable({ write: (_chunk, _encoding, done) => done() });
+    caller.end(input);
+    const running = run(caller, invocation, env, {
+      stdin: new PassThrough(),
+      stdout: collect,
+      stderr: discard,
+    });
+    try {
+      const status = await Promise.race([running, aborted]);
+      return { status, stdout: Buffer.concat(chunks) };
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+      caller.destroy();
+      // Whatever the command still does ends with its channel, or with the connection.
+      running.catch(() => undefined);
+      aborted.catch(() => undefined);
+    }
+  };
   return {
     path,
+    exec,
     close: () => {
       lifetime.abort();
       server.close();

@@ -3,7 +3,8 @@
 // behind basic auth.
 import { spawn } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
-import { httpRefsFor, parseAdvertisement, parseLsRefs } from '../../src/git/http-refs.js';
+import { httpRefsFor } from '../../src/git/http-refs.js';
+import { parseAdvertisement, parseLsRefs } from '../../src/git/ls-refs.js';
 import { relayRoute, startHttpRelay, type HttpRelay } from '../../src/transport/http-relay.js';
 import { startHttpGit, type HttpGitServer } from '../helpers/http-git.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';

@@ -1,0 +1,128 @@
+// The pkt-line messages of git's wire protocol that the run's own looks at the refs read and
+// write (http-refs.ts, ssh-refs.ts): protocol v2's `ls-refs` with ref prefixes, and v0's ref
+// advertisement for servers that speak nothing newer.
+
+export interface AdvertisedRef {
+  id: string;
+  ref: string;
+}
+
+/** Splits pkt-lines into their texts, a flush as null; undefined unless `body` is whole pkt-lines. */
+export function pktLines(body: Buffer): (string | null)[] | undefined {
+  const lines: (string | null)[] = [];
+  let offset = 0;
+  while (offset + 4 <= body.length) {
+    const header = body.subarray(offset, offset + 4).toString('latin1');
+    if (!/^[0-9a-f]{4}$/.test(header)) return undefined;
+    const length = Number.parseInt(header, 16);
+    if (length === 0) {
+      lines.push(null);
+      offset += 4;
+      continue;
+    }
+    if (length < 4 || offset + length > body.length) return undefined;
+    lines.push(
+      body
+        .subarray(offset + 4, offset + length)
+        .toString('utf8')
+        .replace(/\n$/, ''),
+    );
+    offset += length;
+  }
+  return offset === body.length ? lines : undefined;
+}
+
+/** One pkt-line of `text`. */
+function pkt(text: string): Buffer {
+  const data = Buffer.from(text, 'utf8');
+  return Buffer.concat([Buffer.from((data.length + 4).toString(16).padStart(4, '0')), data]);
+}
+
+/** The refs of a protocol v2 `ls-refs` answer: `<id> <ref>[ attribute]…` lines, then a flush. */
+export function parseLsRefs(body: Buffer): AdvertisedRef[] | undefined {
+  const lines = pktLines(body);
+  return lines && lsRefsAnswer(lines);
+}
+
+function lsRefsAnswer(lines: readonly (string | null)[]): AdvertisedRef[] | undefined {
+  if (lines.at(-1) !== null || lines.indexOf(null) !== lines.length - 1) return undefined;
+  const refs: AdvertisedRef[] = [];
+  for (const line of lines.slice(0, -1)) {
+    const match = /^([0-9a-f]{40}|[0-9a-f]{64}) ([^ ]+)(?: |$)/.exec(line!);
+    if (!match) return undefined;
+    refs.push({ id: match[1]!, ref: match[2]! });
+  }
+  return refs;
+}
+
+/**
+ * What upload-pack answers on a connection of its own (SSH) to an ls-refs request sent at once:
+ * v2's capabilities and a flush, then the ls-refs answer; or, from a server that speaks only v0
+ * (one that does not take GIT_PROTOCOL), its ref advertisement up to its flush.
+ */
+export function parseSessionAnswer(
+  body: Buffer,
+): { version: 0 | 2; refs: AdvertisedRef[] } | undefined {
+  // v0 stops at the first flush, whatever came after it (an error about our request).
+  const lines = pktLines(body) ?? pktLines(body.subarray(0, firstFlush(body)));
+  if (!lines || lines.length === 0) return undefined;
+  if (lines[0] === 'version 2') {
+    const refs = lsRefsAnswer(lines.slice(lines.indexOf(null) + 1));
+    return refs && lines.indexOf(null) > 0 ? { version: 2, refs } : undefined;
+  }
+  const refs: AdvertisedRef[] = [];
+  for (const line of lines.slice(0, lines.indexOf(null))) {
+    const match = /^([0-9a-f]{40}|[0-9a-f]{64}) ([^\0 ]+)/.exec(line ?? '');
+    if (!match) return undefined;
+    // An empty repository advertises only its capabilities, on a line of zeros.
+    if (!/^0+$/.test(match[1]!)) refs.push({ id: match[1]!, ref: match[2]! });
+  }
+  return lines.includes(null) ? { version: 0, refs } : undefined;
+}
+
+/** Where the first flush-pkt of `body` ends (its whole length when it has none). */
+function firstFlush(body: Buffer): number {
+  let offset = 0;
+  while (offset + 4 <= body.length) {
+    const length = Number.parseInt(body.subarray(offset, offset + 4).toString('latin1'), 16);
+    if (Number.isNaN(length)) break;
+    if (length === 0) return offset + 4;
+    offset += length;
+  }
+  return body.length;
+}
+
+/** The `ls-refs` request for the refs under `prefixes`, in the repository's object format. */
+export function lsRefsRequest(
+  prefixes: readonly string[],
+  objectFormat: string | undefined,
+): Buffer {
+  return Buffer.concat([
+    pkt('command=ls-refs\n'),
+    ...(objectFormat ? [pkt(`object-format=${objectFormat}\n`)] : []),
+    Buffer.from('0001'),
+    ...prefixes.map((prefix) => pkt(`ref-prefix ${prefix}\n`)),
+    Buffer.from('0000'),
+  ]);
+}
+
+/** The object format a v2 capability advertisement names (sha1 when it names none). */
+export function objectFormat(capabilities: Buffer): string | undefined {
+  for (const line of pktLines(capabilities) ?? [])
+    if (line?.startsWith('object-format=')) return line.slice('object-format='.length);
+  return undefined;
+}
+
+/** The refs of a smart-HTTP `info/refs?service=git-upload-pack` answer (protocol v0). */
+export function parseAdvertisement(body: Buffer): AdvertisedRef[] | undefined {
+  const lines = pktLines(body)?.filter((line): line is string => line !== null);
+  if (lines?.[0] !== '# service=git-upload-pack') return undefined;
+  const refs: AdvertisedRef[] = [];
+  for (const line of lines.slice(1)) {
+    const match = /^([0-9a-f]{40}|[0-9a-f]{64}) ([^\0 ]+)/.exec(line);
+    if (!match) return undefined;
+    // An empty repository advertises only its capabilities, on a line of zeros.
+    if (!/^0+$/.test(match[1]!)) refs.push({ id: match[1]!, ref: match[2]! });
+  }
+  return refs;
+}
