@@ -6,14 +6,19 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { httpRefsFor } from '../../src/git/http-refs.js';
 import { parseAdvertisement, parseLsRefs } from '../../src/git/ls-refs.js';
 import { relayRoute, startHttpRelay, type HttpRelay } from '../../src/transport/http-relay.js';
-import { startHttpGit, type HttpGitServer } from '../helpers/http-git.js';
-import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
+import {
+  HTTP_PASSWORD,
+  HTTP_USER,
+  servedOverHttp,
+  type HttpGitServer,
+} from '../helpers/http-git.js';
+import { git, type LockRepo } from '../helpers/lock-repo.js';
 import { startScript } from '../helpers/run-script.js';
 import { source } from '../helpers/source.js';
 import { scratchDir } from '../helpers/steps.js';
 
-const USER = 'locksmith';
-const PASSWORD = 'pass word';
+const USER = HTTP_USER;
+const PASSWORD = HTTP_PASSWORD;
 
 let repo: LockRepo | undefined;
 let server: HttpGitServer | undefined;
@@ -31,15 +36,9 @@ async function served(
   tls = false,
   options: { v0Only?: boolean } = {},
 ) {
-  repo = await createLockRepo({ pool: seed });
-  server = await startHttpGit({
-    projectRoot: repo.root,
-    username: USER,
-    password: PASSWORD,
-    tls,
-    ...options,
-  });
-  return { repo, server, uri: server.url(repo.bare) };
+  const serving = await servedOverHttp(seed, { tls, ...options });
+  ({ repo, server } = serving);
+  return serving;
 }
 
 /** What a put waiting in pool "pool" on branch master looks at: the branch and the line. */

@@ -3,8 +3,13 @@
 // proxy on 127.0.0.1 and at `git http-backend` behind basic auth.
 import { afterEach, describe, expect, it } from 'vitest';
 import { startConnectProxy, type ConnectProxy } from '../helpers/connect-proxy.js';
-import { startHttpGit, type HttpGitServer } from '../helpers/http-git.js';
-import { createLockRepo, git, type LockRepo, type PoolSeed } from '../helpers/lock-repo.js';
+import {
+  HTTP_PASSWORD,
+  HTTP_USER,
+  servedOverHttp,
+  type HttpGitServer,
+} from '../helpers/http-git.js';
+import { git, type LockRepo, type PoolSeed } from '../helpers/lock-repo.js';
 import { freePort } from '../helpers/net.js';
 import { runScript, startScript } from '../helpers/run-script.js';
 import { source } from '../helpers/source.js';
@@ -19,8 +24,8 @@ import {
   type StoppableRun,
 } from '../helpers/stopping.js';
 
-const USER = 'locksmith';
-const PASSWORD = 'pass word';
+const USER = HTTP_USER;
+const PASSWORD = HTTP_PASSWORD;
 const PROXY_USER = 'proxied';
 const PROXY_PASSWORD = 'proxy p@ss';
 
@@ -37,13 +42,7 @@ afterEach(async () => {
 });
 
 async function served(tls: boolean, proxyAuth = false, seed: PoolSeed = { unclaimed: ['lock-a'] }) {
-  repo = await createLockRepo({ pool: seed });
-  server = await startHttpGit({
-    projectRoot: repo.root,
-    username: USER,
-    password: PASSWORD,
-    tls,
-  });
+  ({ repo, server } = await servedOverHttp(seed, { tls }));
   proxy = await startConnectProxy(
     proxyAuth ? { user: PROXY_USER, password: PROXY_PASSWORD } : undefined,
   );

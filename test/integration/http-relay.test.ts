@@ -5,15 +5,21 @@ import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startHttpRelay, type HttpRelay } from '../../src/transport/http-relay.js';
-import { startHttpGit, type HttpGitOptions, type HttpGitServer } from '../helpers/http-git.js';
-import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
+import {
+  HTTP_PASSWORD,
+  HTTP_USER,
+  servedOverHttp,
+  type HttpGitOptions,
+  type HttpGitServer,
+} from '../helpers/http-git.js';
+import { git, type LockRepo } from '../helpers/lock-repo.js';
 import { runScript, startScript, type ScriptResult } from '../helpers/run-script.js';
 import { source } from '../helpers/source.js';
 import { freePort } from '../helpers/net.js';
 import { escape, scratchDir } from '../helpers/steps.js';
 
-const USER = 'locksmith';
-const PASSWORD = 'pass word';
+const USER = HTTP_USER;
+const PASSWORD = HTTP_PASSWORD;
 
 let repo: LockRepo | undefined;
 let server: HttpGitServer | undefined;
@@ -31,14 +37,9 @@ async function served(
   seed: { claimed?: string[]; unclaimed?: string[] },
   options: Partial<HttpGitOptions> = {},
 ) {
-  repo = await createLockRepo({ pool: seed });
-  server = await startHttpGit({
-    projectRoot: repo.root,
-    username: USER,
-    password: PASSWORD,
-    ...options,
-  });
-  return { repo, server, uri: server.url(repo.bare) };
+  const serving = await servedOverHttp(seed, options);
+  ({ repo, server } = serving);
+  return serving;
 }
 
 const credentials = { username: USER, password: PASSWORD };

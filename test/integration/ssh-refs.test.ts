@@ -54,8 +54,14 @@ afterEach(async () => {
   if (muxDir) await rm(muxDir, { recursive: true, force: true });
 });
 
-/** Looks over a fresh mux to an sshd with `extraConfig`; counts the logins and commands it saw. */
-async function looks(extraConfig: string[] = []) {
+/**
+ * Looks at `path` (the lock repository by default) over a fresh mux to an sshd with
+ * `extraConfig`, for a run whose stop is `signal`; counts the logins the server saw.
+ */
+async function looks(
+  extraConfig: string[] = [],
+  { path = repo.bare, signal = new AbortController().signal } = {},
+) {
   sshd = await startSshd([key.publicKey], extraConfig);
   muxDir = await mkdtemp(join(tmpdir(), 'pool-mux-'));
   mux = await startSshMux(join(muxDir, 'ssh.sock'), {
@@ -63,11 +69,7 @@ async function looks(extraConfig: string[] = []) {
     forwardAgent: false,
     connectTimeoutMs: 10_000,
   });
-  const refs = sshRefsFor(
-    mux,
-    { uri: sshd.url(repo.bare), gitTimeoutMs: 10_000 },
-    new AbortController().signal,
-  )!;
+  const refs = sshRefsFor(mux, { uri: sshd.url(path), gitTimeoutMs: 60_000 }, signal)!;
   const server = sshd;
   const logins = () => server.log().match(/Accepted publickey for /g)?.length ?? 0;
   return { refs, logins };
@@ -100,18 +102,10 @@ describe('SshRefs', () => {
 
   it('a stop ends a look in flight at once', async () => {
     // Every command hangs: the look is in flight when the run stops.
-    sshd = await startSshd([key.publicKey], ['ForceCommand sleep 30']);
-    muxDir = await mkdtemp(join(tmpdir(), 'pool-mux-'));
-    mux = await startSshMux(join(muxDir, 'ssh.sock'), {
-      privateKey: key.privateKey,
-      forwardAgent: false,
-      connectTimeoutMs: 10_000,
-    });
     const run = new AbortController();
-    const refs = sshRefsFor(mux, { uri: sshd.url(repo.bare), gitTimeoutMs: 60_000 }, run.signal)!;
+    const { refs, logins } = await looks(['ForceCommand sleep 30'], { signal: run.signal });
     const look = refs.listRefs(LOOKED);
-    const server = sshd;
-    await vi.waitFor(() => expect(server.log()).toMatch(/Accepted publickey for /), 5_000);
+    await vi.waitFor(() => expect(logins()).toBe(1), 5_000);
     await new Promise((resolve) => setTimeout(resolve, 200));
     const stopped = Date.now();
     run.abort();
@@ -121,18 +115,7 @@ describe('SshRefs', () => {
   });
 
   it('a repository that is not there: the looks end for the run, and git is asked', async () => {
-    sshd = await startSshd([key.publicKey]);
-    muxDir = await mkdtemp(join(tmpdir(), 'pool-mux-'));
-    mux = await startSshMux(join(muxDir, 'ssh.sock'), {
-      privateKey: key.privateKey,
-      forwardAgent: false,
-      connectTimeoutMs: 10_000,
-    });
-    const refs = sshRefsFor(
-      mux,
-      { uri: sshd.url(join(repo.root, 'missing.git')), gitTimeoutMs: 10_000 },
-      new AbortController().signal,
-    )!;
+    const { refs } = await looks([], { path: join(repo.root, 'missing.git') });
     await expect(refs.listRefs(LOOKED)).rejects.toThrow(/no refs/);
     expect(refs.usable).toBe(false);
   });
