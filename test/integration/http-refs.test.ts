@@ -7,8 +7,8 @@ import { httpRefsFor } from '../../src/git/http-refs.js';
 import { parseAdvertisement, parseLsRefs } from '../../src/git/ls-refs.js';
 import { relayRoute, startHttpRelay, type HttpRelay } from '../../src/transport/http-relay.js';
 import {
-  HTTP_PASSWORD,
-  HTTP_USER,
+  HTTP_PASSWORD as PASSWORD,
+  HTTP_USER as USER,
   servedOverHttp,
   type HttpGitServer,
 } from '../helpers/http-git.js';
@@ -16,9 +16,6 @@ import { git, type LockRepo } from '../helpers/lock-repo.js';
 import { startScript } from '../helpers/run-script.js';
 import { source } from '../helpers/source.js';
 import { scratchDir } from '../helpers/steps.js';
-
-const USER = HTTP_USER;
-const PASSWORD = HTTP_PASSWORD;
 
 let repo: LockRepo | undefined;
 let server: HttpGitServer | undefined;

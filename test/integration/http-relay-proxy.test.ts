@@ -4,8 +4,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { startConnectProxy, type ConnectProxy } from '../helpers/connect-proxy.js';
 import {
-  HTTP_PASSWORD,
-  HTTP_USER,
+  HTTP_PASSWORD as PASSWORD,
+  HTTP_USER as USER,
   servedOverHttp,
   type HttpGitServer,
 } from '../helpers/http-git.js';
@@ -24,8 +24,6 @@ import {
   type StoppableRun,
 } from '../helpers/stopping.js';
 
-const USER = HTTP_USER;
-const PASSWORD = HTTP_PASSWORD;
 const PROXY_USER = 'proxied';
 const PROXY_PASSWORD = 'proxy p@ss';
 

@@ -6,8 +6,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startHttpRelay, type HttpRelay } from '../../src/transport/http-relay.js';
 import {
-  HTTP_PASSWORD,
-  HTTP_USER,
+  HTTP_PASSWORD as PASSWORD,
+  HTTP_USER as USER,
   servedOverHttp,
   type HttpGitOptions,
   type HttpGitServer,
@@ -17,9 +17,6 @@ import { runScript, startScript, type ScriptResult } from '../helpers/run-script
 import { source } from '../helpers/source.js';
 import { freePort } from '../helpers/net.js';
 import { escape, scratchDir } from '../helpers/steps.js';
-
-const USER = HTTP_USER;
-const PASSWORD = HTTP_PASSWORD;
 
 let repo: LockRepo | undefined;
 let server: HttpGitServer | undefined;
