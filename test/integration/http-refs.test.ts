@@ -10,33 +10,22 @@ import {
   HTTP_PASSWORD as PASSWORD,
   HTTP_USER as USER,
   servedOverHttp,
-  type HttpGitServer,
 } from '../helpers/http-git.js';
-import { git, type LockRepo } from '../helpers/lock-repo.js';
+import { git } from '../helpers/lock-repo.js';
 import { startScript } from '../helpers/run-script.js';
 import { source } from '../helpers/source.js';
 import { scratchDir } from '../helpers/steps.js';
 
-let repo: LockRepo | undefined;
-let server: HttpGitServer | undefined;
 const relays: HttpRelay[] = [];
-afterEach(async () => {
+afterEach(() => {
   for (const relay of relays.splice(0)) relay.close();
-  await server?.stop();
-  server = undefined;
-  await repo?.cleanup();
-  repo = undefined;
 });
 
-async function served(
+const served = (
   seed: { claimed?: string[]; unclaimed?: string[] },
   tls = false,
   options: { v0Only?: boolean } = {},
-) {
-  const serving = await servedOverHttp(seed, { tls, ...options });
-  ({ repo, server } = serving);
-  return serving;
-}
+) => servedOverHttp(seed, { tls, ...options });
 
 /** What a put waiting in pool "pool" on branch master looks at: the branch and the line. */
 const LOOKED = ['refs/heads/master', 'refs/pool-resource/waiting/master/pool/'];

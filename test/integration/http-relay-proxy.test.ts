@@ -1,13 +1,12 @@
 // Behind an HTTP proxy (the variables a Concourse worker passes on), a run still keeps one
 // connection: a CONNECT tunnel for https, the proxy's own connection for http. Counted at a real
 // proxy on 127.0.0.1 and at `git http-backend` behind basic auth.
-import { afterEach, describe, expect, it } from 'vitest';
-import { startConnectProxy, type ConnectProxy } from '../helpers/connect-proxy.js';
+import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
+import { startConnectProxy } from '../helpers/connect-proxy.js';
 import {
   HTTP_PASSWORD as PASSWORD,
   HTTP_USER as USER,
   servedOverHttp,
-  type HttpGitServer,
 } from '../helpers/http-git.js';
 import { git, type LockRepo, type PoolSeed } from '../helpers/lock-repo.js';
 import { freePort } from '../helpers/net.js';
@@ -27,24 +26,12 @@ import {
 const PROXY_USER = 'proxied';
 const PROXY_PASSWORD = 'proxy p@ss';
 
-let repo: LockRepo | undefined;
-let server: HttpGitServer | undefined;
-let proxy: ConnectProxy | undefined;
-afterEach(async () => {
-  await proxy?.stop();
-  proxy = undefined;
-  await server?.stop();
-  server = undefined;
-  await repo?.cleanup();
-  repo = undefined;
-});
-
 async function served(tls: boolean, proxyAuth = false, seed: PoolSeed = { unclaimed: ['lock-a'] }) {
-  ({ repo, server } = await servedOverHttp(seed, { tls }));
-  proxy = await startConnectProxy(
+  const { repo, server, uri } = await servedOverHttp(seed, { tls });
+  const proxy = await startConnectProxy(
     proxyAuth ? { user: PROXY_USER, password: PROXY_PASSWORD } : undefined,
   );
-  const uri = server.url(repo.bare);
+  onTestFinished(() => proxy.stop());
   const src = source(uri, { username: USER, password: PASSWORD, skip_ssl_verification: tls });
   return { repo, server, proxy, uri, src };
 }

@@ -12,32 +12,19 @@ import {
   type HttpGitOptions,
   type HttpGitServer,
 } from '../helpers/http-git.js';
-import { git, type LockRepo } from '../helpers/lock-repo.js';
+import { git } from '../helpers/lock-repo.js';
 import { runScript, startScript, type ScriptResult } from '../helpers/run-script.js';
 import { source } from '../helpers/source.js';
 import { freePort } from '../helpers/net.js';
 import { escape, scratchDir } from '../helpers/steps.js';
 
-let repo: LockRepo | undefined;
-let server: HttpGitServer | undefined;
 let relay: HttpRelay | undefined;
-afterEach(async () => {
+afterEach(() => {
   relay?.close();
   relay = undefined;
-  await server?.stop();
-  server = undefined;
-  await repo?.cleanup();
-  repo = undefined;
 });
 
-async function served(
-  seed: { claimed?: string[]; unclaimed?: string[] },
-  options: Partial<HttpGitOptions> = {},
-) {
-  const serving = await servedOverHttp(seed, options);
-  ({ repo, server } = serving);
-  return serving;
-}
+const served = servedOverHttp;
 
 const credentials = { username: USER, password: PASSWORD };
 
