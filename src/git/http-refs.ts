@@ -79,8 +79,7 @@ export class HttpRefs {
   async listRefs(prefixes: readonly string[]): Promise<AdvertisedRef[]> {
     if (!this.usable) throw new Error('the kept connection is closed');
     try {
-      const refs = await this.ask(prefixes);
-      return refs.filter(({ ref }) => prefixes.some((prefix) => ref.startsWith(prefix)));
+      return await this.ask(prefixes);
     } catch (error) {
       this.close();
       throw error;
@@ -96,12 +95,14 @@ export class HttpRefs {
         (await this.request('GET', ADVERTISEMENT, { 'git-protocol': 'version=2' }));
       if (!isV2(first)) {
         this.protocol = { version: 0 };
-        return advertised(first);
+        return advertised(first, prefixes);
       }
       const format = objectFormat(first);
       this.protocol = { version: 2, ...(format ? { objectFormat: format } : {}) };
     }
-    if (this.protocol.version === 0) return advertised(await this.request('GET', ADVERTISEMENT));
+    if (this.protocol.version === 0)
+      return advertised(await this.request('GET', ADVERTISEMENT), prefixes);
+    // ls-refs answers only what the prefixes name.
     const answer = await this.request(
       'POST',
       UPLOAD_PACK,
@@ -172,9 +173,12 @@ export class HttpRefs {
   }
 }
 
-/** The refs of a v0 advertisement, or the error of an answer that is none. */
-function advertised(body: Buffer): AdvertisedRef[] {
+/**
+ * The refs of a v0 advertisement (every ref the server has) under `prefixes`, or the error of an
+ * answer that is none.
+ */
+function advertised(body: Buffer, prefixes: readonly string[]): AdvertisedRef[] {
   const refs = parseAdvertisement(body);
   if (!refs) throw new Error('not a smart-HTTP ref advertisement');
-  return refs;
+  return refs.filter(({ ref }) => prefixes.some((prefix) => ref.startsWith(prefix)));
 }

@@ -7,8 +7,11 @@ export interface AdvertisedRef {
   ref: string;
 }
 
-/** Splits pkt-lines into their texts, a flush as null; undefined unless `body` is whole pkt-lines. */
-export function pktLines(body: Buffer): (string | null)[] | undefined {
+/**
+ * Splits pkt-lines into their texts, a flush as null; undefined unless `body` is whole pkt-lines.
+ * `toFlush`: only up to the first flush (included), whatever follows it.
+ */
+function pktLines(body: Buffer, toFlush = false): (string | null)[] | undefined {
   const lines: (string | null)[] = [];
   let offset = 0;
   while (offset + 4 <= body.length) {
@@ -18,6 +21,7 @@ export function pktLines(body: Buffer): (string | null)[] | undefined {
     if (length === 0) {
       lines.push(null);
       offset += 4;
+      if (toFlush) return lines;
       continue;
     }
     if (length < 4 || offset + length > body.length) return undefined;
@@ -29,7 +33,7 @@ export function pktLines(body: Buffer): (string | null)[] | undefined {
     );
     offset += length;
   }
-  return offset === body.length ? lines : undefined;
+  return offset === body.length && !toFlush ? lines : undefined;
 }
 
 /** One pkt-line of `text`. */
@@ -63,33 +67,16 @@ function lsRefsAnswer(lines: readonly (string | null)[]): AdvertisedRef[] | unde
 export function parseSessionAnswer(
   body: Buffer,
 ): { version: 0 | 2; refs: AdvertisedRef[] } | undefined {
-  // v0 stops at the first flush, whatever came after it (an error about our request).
-  const lines = pktLines(body) ?? pktLines(body.subarray(0, firstFlush(body)));
-  if (!lines || lines.length === 0) return undefined;
-  if (lines[0] === 'version 2') {
-    const refs = lsRefsAnswer(lines.slice(lines.indexOf(null) + 1));
-    return refs && lines.indexOf(null) > 0 ? { version: 2, refs } : undefined;
+  // Up to the first flush: v2's capabilities, or v0's whole advertisement (whatever follows it
+  // is about our request, which a v0 server does not understand).
+  const head = pktLines(body, true);
+  if (!head) return undefined;
+  if (head[0] === 'version 2') {
+    const refs = lsRefsAnswer(pktLines(body)?.slice(head.length) ?? []);
+    return refs && { version: 2, refs };
   }
-  const refs: AdvertisedRef[] = [];
-  for (const line of lines.slice(0, lines.indexOf(null))) {
-    const match = /^([0-9a-f]{40}|[0-9a-f]{64}) ([^\0 ]+)/.exec(line ?? '');
-    if (!match) return undefined;
-    // An empty repository advertises only its capabilities, on a line of zeros.
-    if (!/^0+$/.test(match[1]!)) refs.push({ id: match[1]!, ref: match[2]! });
-  }
-  return lines.includes(null) ? { version: 0, refs } : undefined;
-}
-
-/** Where the first flush-pkt of `body` ends (its whole length when it has none). */
-function firstFlush(body: Buffer): number {
-  let offset = 0;
-  while (offset + 4 <= body.length) {
-    const length = Number.parseInt(body.subarray(offset, offset + 4).toString('latin1'), 16);
-    if (Number.isNaN(length)) break;
-    if (length === 0) return offset + 4;
-    offset += length;
-  }
-  return body.length;
+  const refs = advertisedRefs(head.slice(0, -1) as string[]);
+  return refs && { version: 0, refs };
 }
 
 /** The `ls-refs` request for the refs under `prefixes`, in the repository's object format. */
@@ -117,8 +104,13 @@ export function objectFormat(capabilities: Buffer): string | undefined {
 export function parseAdvertisement(body: Buffer): AdvertisedRef[] | undefined {
   const lines = pktLines(body)?.filter((line): line is string => line !== null);
   if (lines?.[0] !== '# service=git-upload-pack') return undefined;
+  return advertisedRefs(lines.slice(1));
+}
+
+/** The refs of v0 advertisement lines (`<id> <ref>`, the first with capabilities after a NUL). */
+function advertisedRefs(lines: readonly string[]): AdvertisedRef[] | undefined {
   const refs: AdvertisedRef[] = [];
-  for (const line of lines.slice(1)) {
+  for (const line of lines) {
     const match = /^([0-9a-f]{40}|[0-9a-f]{64}) ([^\0 ]+)/.exec(line);
     if (!match) return undefined;
     // An empty repository advertises only its capabilities, on a line of zeros.
