@@ -19,6 +19,7 @@
 // stands in the way is reported in git's own words.
 import { randomBytes } from 'node:crypto';
 import { basicCredentials } from '../base/basic-auth.js';
+import { nodeHttp } from '../base/node-http.js';
 import type {
   Agent,
   ClientRequest,
@@ -94,7 +95,7 @@ export async function startHttpRelay(
 ): Promise<HttpRelay | undefined> {
   const route = relayRoute(settings, env);
   if (!route) return undefined;
-  const { createServer } = await import('node:http');
+  const { createServer } = nodeHttp();
   const server = createServer();
   try {
     await new Promise<void>((resolve, reject) => {
@@ -174,7 +175,7 @@ export class HttpRelay {
       const options = { keepAlive: true, maxSockets: 1 };
       if (this.url.protocol !== 'https:') {
         // Through a proxy, the kept connection is to the proxy, which gets the whole URL.
-        const http = await import('node:http');
+        const http = nodeHttp();
         return { agent: new http.Agent(options), request: http.request };
       }
       const https = await import('node:https');

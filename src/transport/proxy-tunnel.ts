@@ -1,8 +1,8 @@
 // `https_tunnel`: reaches the SSH server through an HTTP CONNECT proxy, in-process, optionally
 // with proxy basic auth. The answer is the raw socket ssh2 then speaks SSH over.
-import { request } from 'node:http';
 import type { Socket } from 'node:net';
 import { basicCredentials } from '../base/basic-auth.js';
+import { nodeHttp } from '../base/node-http.js';
 
 export interface TunnelOptions {
   proxyHost: string;
@@ -34,7 +34,7 @@ export function openTunnel(
   const credentials = basicCredentials(options.proxyUser, options.proxyPassword);
   if (credentials !== undefined) headers['Proxy-Authorization'] = `Basic ${credentials}`;
   return new Promise((resolve, reject) => {
-    const req = request({
+    const req = nodeHttp().request({
       host: options.proxyHost,
       port: options.proxyPort,
       method: 'CONNECT',
