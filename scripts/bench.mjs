@@ -11,6 +11,10 @@
 //                          [--workers 8] [--locks 2] [--rounds 3] [--hold-ms 200]
 //                          [--retry-delay 1s] [--no-contention] [--no-kills] [--no-ssh]
 //                          [--no-http] [--keep] [--out FILE] [--assets build/resource]
+//                          [--node PATH]
+//
+// The scripts run with the machine's node, or with --node (the image's major version, say); a
+// payload gets a warm compile cache first, as the image does (node >= 22.1 reads it).
 //
 // The contention run is measured twice over git daemon: as it is, and with puts SIGKILLed while
 // they wait (a lost worker: before each round a worker starts a second put, which is killed once
@@ -49,7 +53,7 @@ import {
 import { ASSETS, contention, opts, reps, ROOT, sizes } from './bench/options.mjs';
 import { run } from './bench/process.mjs';
 import { printTable } from './bench/report.mjs';
-import { TIME } from './bench/scripts.mjs';
+import { prepareScripts, TIME } from './bench/scripts.mjs';
 import { HTTP_LOGIN, SSHD, startDaemon, startHttp } from './bench/servers.mjs';
 import { measureHttps } from './bench/https.mjs';
 import { measureSsh } from './bench/ssh.mjs';
@@ -61,6 +65,7 @@ async function main() {
     );
     process.exit(1);
   }
+  const scriptsNode = await prepareScripts();
   const loadBefore = loadavg();
   const root = await mkdtemp(join(tmpdir(), 'pool-bench-'));
   await mkdir(join(root, 'repos'));
@@ -121,11 +126,11 @@ async function main() {
     .map((v) => v.toFixed(2))
     .join(
       ', ',
-    )}; after ${load.after.map((v) => v.toFixed(2)).join(', ')} on ${cpus().length} cores\nscripts measured: ${ASSETS}`;
+    )}; after ${load.after.map((v) => v.toFixed(2)).join(', ')} on ${cpus().length} cores\nscripts measured: ${ASSETS}, run by node ${scriptsNode}`;
   process.stdout.write(`${table}\n`);
   const report = {
     date: new Date().toISOString(),
-    machine: { cpus: cpus().length, node: process.version, load },
+    machine: { cpus: cpus().length, node: process.version, scriptsNode, load },
     git: (await run('git', ['--version'])).stdout.trim(),
     options: { sizes, reps, contention, quick: opts.quick, assets: ASSETS },
     sizes: results,

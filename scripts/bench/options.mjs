@@ -1,6 +1,6 @@
 // @ts-check
 // The bench's command line (see scripts/bench.mjs for what each option does).
-import { resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
@@ -25,9 +25,14 @@ export const { values: opts } = parseArgs({
     // The scripts to measure: the payload `npm run package` writes (what the image puts in
     // /opt/resource), or assets/ (the unbundled build in dist/), or an installed payload.
     assets: { type: 'string', default: 'build/resource' },
+    // The node the scripts run with (their `#!/usr/bin/env node` finds it first on PATH): the
+    // machine's by default; the image's major version to measure the scripts as they run there.
+    node: { type: 'string' },
   },
 });
 export const ASSETS = resolve(ROOT, opts.assets);
+/** The folder put first on the scripts' PATH so that `env node` finds --node, if given. */
+export const NODE_DIR = opts.node ? dirname(resolve(opts.node)) : undefined;
 export const sizes = (opts.sizes ?? '100,10000,100000').split(',').map(Number);
 export const reps = Number(opts.reps ?? (opts.quick ? 3 : 9));
 export const contention = {
