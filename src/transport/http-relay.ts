@@ -13,11 +13,12 @@
 // the relay's address is in git's command lines, which any local user can read; the environment,
 // like the password already there, is the run's own.
 //
-// A connection to the server that cannot be made (refused, a certificate Node does not trust, …)
-// or an answer the relay does not pass on (a redirect) turns the relay off for the run: git then
-// connects on its own, and the command that met it runs again that way (git/git.ts), so whatever
-// stands in the way is reported in git's own words.
+// A connection to the server that cannot be made (refused, a certificate that git would not trust
+// either: http-trust.ts, …) or an answer the relay does not pass on (a redirect) turns the relay
+// off for the run: git then connects on its own, and the command that met it runs again that way
+// (git/git.ts), so whatever stands in the way is reported in git's own words.
 import { randomBytes } from 'node:crypto';
+import { isAbsolute } from 'node:path';
 import { basicCredentials } from '../base/basic-auth.js';
 import { nodeHttp } from '../base/node-http.js';
 import type {
@@ -40,6 +41,7 @@ import {
   speaksNoHttp,
 } from './http-messages.js';
 import { proxyRoute, tunnelThrough, type HttpProxy } from './http-proxy.js';
+import { caInfoOf, trustedAuthorities } from './http-trust.js';
 
 export interface HttpRelaySettings {
   uri: string;
@@ -64,8 +66,9 @@ export interface RelayRoute {
 /**
  * The lock repository's URL, and the proxy git would take to it (http-proxy.ts), when git would
  * connect to it over HTTP(S) with nothing but basic auth: no `http.*` or `url.*` in git_config but
- * `http.proxy`, no user or query in the URI (request.ts moves credentials out of it), no proxy but
- * a plain HTTP one. Undefined otherwise, and git connects on its own.
+ * `http.proxy` and an `http.sslCAInfo` with a whole path, no user or query in the URI (request.ts
+ * moves credentials out of it), no proxy but a plain HTTP one. Undefined otherwise, and git
+ * connects on its own.
  */
 export function relayRoute(
   settings: HttpRelaySettings,
@@ -80,7 +83,12 @@ export function relayRoute(
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return undefined;
   if (url.username || url.password || url.search || url.hash) return undefined;
   const proxySettings = settings.gitConfig.filter(({ name }) => /^http\.proxy$/i.test(name));
-  const others = settings.gitConfig.filter((entry) => !proxySettings.includes(entry));
+  // The relay reads an http.sslCAInfo itself (http-trust.ts), given as a whole path.
+  const caInfo = caInfoOf(settings.gitConfig);
+  if (caInfo !== undefined && !isAbsolute(caInfo)) return undefined;
+  const others = settings.gitConfig.filter(
+    (entry) => !proxySettings.includes(entry) && !/^http\.sslcainfo$/i.test(entry.name),
+  );
   if (others.some(({ name }) => /^(http|url)\./i.test(name))) return undefined;
   // The last one, as git reads them.
   const proxy = proxyRoute(url, env, proxySettings.at(-1)?.value);
@@ -179,9 +187,11 @@ export class HttpRelay {
         return { agent: new http.Agent(options), request: http.request };
       }
       const https = await import('node:https');
+      const ca = await trustedAuthorities(caInfoOf(this.settings.gitConfig));
       const agent = new https.Agent({
         ...options,
         rejectUnauthorized: !this.settings.skipSslVerification,
+        ...(ca === undefined ? {} : { ca }),
       });
       if (this.proxy) await tunnelThrough(this.proxy, agent, this.closing.signal);
       return { agent, request: https.request as Upstream['request'] };

@@ -20,6 +20,8 @@ const exec = promisify(execFile);
  *   Requests seen: method, path, the user that authenticated (undefined when refused), the
  *   Git-Protocol header (`version=2`) when there was one, and the bytes of git's answer (its body).
  * @property {() => number} connections TCP connections accepted so far.
+ * @property {string} [certificate] With tls, the server's self-signed certificate (PEM): its own
+ *   authority, for a client to trust.
  * @property {() => Promise<void>} stop
  */
 
@@ -150,9 +152,8 @@ export async function startHttpGit(options) {
     child.stdout.on('end', () => res.end());
     child.on('error', () => res.destroy());
   };
-  const server = options.tls
-    ? createHttpsServer(await selfSignedCertificate(), handler)
-    : createHttpServer(handler);
+  const tls = options.tls ? await selfSignedCertificate() : undefined;
+  const server = tls ? createHttpsServer(tls, handler) : createHttpServer(handler);
   if (options.keepAliveTimeoutMs !== undefined)
     server.keepAliveTimeout = options.keepAliveTimeoutMs;
   let connections = 0;
@@ -165,6 +166,7 @@ export async function startHttpGit(options) {
     url: (bareRepo) => `${scheme}://127.0.0.1:${port}/${relative(options.projectRoot, bareRepo)}`,
     requests,
     connections: () => connections,
+    certificate: tls?.cert.toString('utf8'),
     stop: () =>
       new Promise((resolve) => {
         server.closeAllConnections();

@@ -120,6 +120,13 @@ describe('HttpRefs', () => {
     });
     expect(relayRoute(settings(https, proxies('')), env)).toEqual({ url: new URL(https) });
     expect(relayRoute(settings(https, proxies('socks5://proxy')), {})).toBeUndefined();
+    // The relay reads git_config's http.sslCAInfo itself, when it names a whole path.
+    const caInfo = (value: string) => ({ gitConfig: [{ name: 'http.sslCAInfo', value }] });
+    expect(relayRoute(settings(https, caInfo('/etc/company-ca.pem')), {})).toEqual({
+      url: new URL(https),
+    });
+    expect(relayRoute(settings(https, caInfo('~/company-ca.pem')), {})).toBeUndefined();
+    expect(relayRoute(settings(https, caInfo('company-ca.pem')), {})).toBeUndefined();
   });
 
   it('over protocol v2 asks only the branch and the line, however many refs the server has', async () => {

@@ -165,6 +165,35 @@ describe('one connection per run over HTTP(S)', () => {
     expect(result.stderr).toMatch(/\(set skip_ssl_verification: true to accept it\)$/m);
   });
 
+  it("an authority git trusts through git_config's http.sslCAInfo: the relay trusts it too", async () => {
+    const {
+      repo: lockRepo,
+      server: http,
+      uri,
+    } = await served({ unclaimed: ['lock-a'] }, { tls: true });
+    const dir = await scratchDir();
+    const authority = join(dir, 'company-ca.pem');
+    await writeFile(authority, http.certificate!);
+    const src = source(uri, {
+      ...credentials,
+      git_config: [{ name: 'http.sslCAInfo', value: authority }],
+    });
+    // The relay's one connection: had it not trusted the certificate, git would have gone on
+    // alone, a connection per request.
+    const acquired = await counted(http, async () =>
+      runScript('out', { source: src, params: { acquire: true } }, { args: [await scratchDir()] }),
+    );
+    expect(acquired.requests).toBeGreaterThanOrEqual(4);
+    expect(acquired.connections).toBe(1);
+    expect(await lockRepo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
+    // Another authority in that file: neither the relay nor git takes the certificate.
+    const other = await served({ unclaimed: ['lock-b'] }, { tls: true });
+    await writeFile(authority, other.server.certificate!);
+    const refused = await runScript('check', { source: src });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(`unable to access '${uri}/'`);
+  });
+
   it('a server that is not there: git says so in its own words, naming the uri', async () => {
     const uri = `http://127.0.0.1:${await freePort()}/locks.git`;
     const result = await runScript('check', { source: source(uri, credentials) });
