@@ -18,14 +18,12 @@ import { isV2 } from '../transport/http-messages.js';
 import type { HttpRelay } from '../transport/http-relay.js';
 import {
   lsRefsRequest,
+  MAX_ANSWER_BYTES,
   objectFormat,
   parseAdvertisement,
   parseLsRefs,
   type AdvertisedRef,
 } from './ls-refs.js';
-
-/** The ref advertisement of a lock repository is a few lines; anything this big is not one. */
-const MAX_ADVERTISEMENT_BYTES = 16 * 1024 * 1024;
 
 const ADVERTISEMENT = {
   path: '/info/refs?service=git-upload-pack',
@@ -156,7 +154,7 @@ export class HttpRefs {
         let size = 0;
         res.on('data', (chunk: Buffer) => {
           size += chunk.length;
-          if (size > MAX_ADVERTISEMENT_BYTES) req.destroy(new Error('advertisement too large'));
+          if (size > MAX_ANSWER_BYTES) req.destroy(new Error('advertisement too large'));
           else chunks.push(chunk);
         });
         res.on('end', () => resolve(Buffer.concat(chunks)));

@@ -2,6 +2,9 @@
 // write (http-refs.ts, ssh-refs.ts): protocol v2's `ls-refs` with ref prefixes, and v0's ref
 // advertisement for servers that speak nothing newer.
 
+/** The refs a lock repository answers are a few lines; an answer this big is not one. */
+export const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
+
 export interface AdvertisedRef {
   id: string;
   ref: string;

@@ -10,7 +10,12 @@
 // for the run; the caller asks git instead, which reports the problem in its own words.
 import type { SshInvocation } from '../transport/ssh-args.js';
 import type { SshMux } from '../transport/ssh-mux.js';
-import { lsRefsRequest, parseSessionAnswer, type AdvertisedRef } from './ls-refs.js';
+import {
+  lsRefsRequest,
+  MAX_ANSWER_BYTES,
+  parseSessionAnswer,
+  type AdvertisedRef,
+} from './ls-refs.js';
 
 /**
  * The upload-pack command git runs over SSH for `uri` (ssh://, git+ssh://, ssh+git:// or
@@ -100,6 +105,7 @@ export class SshRefs {
         { GIT_PROTOCOL: 'version=2' },
         input,
         AbortSignal.any([this.signal, AbortSignal.timeout(this.settings.gitTimeoutMs)]),
+        MAX_ANSWER_BYTES,
       );
       const answer = parseSessionAnswer(stdout);
       // A v0 server may fail on the first look's request, after its advertisement.

@@ -35,13 +35,15 @@ export interface SshMux {
   readonly path: string;
   /**
    * Runs a command of the run's own on the shared connection, as git's would run: `input` is all
-   * its stdin. Resolves with its exit status and its stdout, whole; `signal` ends the command.
+   * its stdin. Resolves with its exit status and its stdout, whole; `signal` ends the command, and
+   * so does a stdout over `maxBytes`, which rejects.
    */
   exec(
     invocation: SshInvocation,
     env: Record<string, string>,
     input: Buffer,
     signal: AbortSignal,
+    maxBytes: number,
   ): Promise<{ status: number; stdout: Buffer }>;
   /** Drops every connection and every command in flight. */
   close(): void;
@@ -200,24 +202,29 @@ export async function startSshMux(
   if (!(await listen(server, path))) return undefined;
   // The run's own end decides when this process exits, not a socket nobody may use again.
   server.unref();
-  const exec: SshMux['exec'] = async (invocation, env, input, signal) => {
+  const exec: SshMux['exec'] = async (invocation, env, input, signal, maxBytes) => {
     if (signal.aborted) throw new Error('cancelled');
     // Closed only when the caller gives up (no autoDestroy: its end is the command's EOF); its
     // closing ends the command's channel, which the server may take a while to confirm: the
     // caller does not wait for that.
     const caller = new PassThrough({ autoDestroy: false });
+    const overflow = new AbortController();
+    const ended = AbortSignal.any([signal, overflow.signal]);
     let onAbort!: () => void;
     const aborted = new Promise<never>((_resolve, reject) => {
       onAbort = () => {
         caller.destroy();
-        reject(new Error('cancelled'));
+        reject(overflow.signal.aborted ? overflow.signal.reason : new Error('cancelled'));
       };
     });
-    signal.addEventListener('abort', onAbort, { once: true });
+    ended.addEventListener('abort', onAbort, { once: true });
     const chunks: Buffer[] = [];
+    let size = 0;
     const collect = new Writable({
       write(chunk: Buffer, _encoding, done) {
-        chunks.push(chunk);
+        size += chunk.length;
+        if (size <= maxBytes) chunks.push(chunk);
+        else overflow.abort(new Error(`the answer is over ${maxBytes} bytes`));
         done();
       },
     });
@@ -232,7 +239,7 @@ export async function startSshMux(
       const status = await Promise.race([running, aborted]);
       return { status, stdout: Buffer.concat(chunks) };
     } finally {
-      signal.removeEventListener('abort', onAbort);
+      ended.removeEventListener('abort', onAbort);
       caller.destroy();
       // Whatever the command still does ends with its channel, or with the connection.
       running.catch(() => undefined);

@@ -114,6 +114,14 @@ describe('SshRefs', () => {
     expect(refs.usable).toBe(false);
   });
 
+  it('an answer that never ends is cut at 16 MiB: the looks end for the run, and git is asked', async () => {
+    // `yes` writes forever: without a bound, the look would keep it all in memory.
+    const { refs, logins } = await looks(['ForceCommand yes']);
+    await expect(refs.listRefs(LOOKED)).rejects.toThrow(/the answer is over 16777216 bytes/);
+    expect(refs.usable).toBe(false);
+    expect(logins()).toBe(1);
+  }, 30_000);
+
   it('a repository that is not there: the looks end for the run, and git is asked', async () => {
     const { refs } = await looks([], { path: join(repo.root, 'missing.git') });
     await expect(refs.listRefs(LOOKED)).rejects.toThrow(/no refs/);
