@@ -13,6 +13,7 @@ import type { SshMux } from '../transport/ssh-mux.js';
 import {
   lsRefsRequest,
   MAX_ANSWER_BYTES,
+  objectFormat,
   parseSessionAnswer,
   type AdvertisedRef,
 } from './ls-refs.js';
@@ -76,6 +77,8 @@ export class SshRefs {
   private failed = false;
   /** The protocol the server answered the first look in. */
   private version: 0 | 2 | undefined;
+  /** The repository's object format, once a look learnt it is not sha1. */
+  private format: string | undefined;
 
   constructor(
     private readonly mux: SshMux,
@@ -98,27 +101,39 @@ export class SshRefs {
   async listRefs(prefixes: readonly string[]): Promise<AdvertisedRef[]> {
     if (!this.usable) throw new Error('the shared connection is closed');
     try {
-      // A v0 server advertises its refs at once; a flush then says we want nothing.
-      const input = this.version === 0 ? Buffer.from('0000') : lsRefsRequest(prefixes, undefined);
-      const { status, stdout } = await this.mux.exec(
-        this.invocation,
-        { GIT_PROTOCOL: 'version=2' },
-        input,
-        AbortSignal.any([this.signal, AbortSignal.timeout(this.settings.gitTimeoutMs)]),
-        MAX_ANSWER_BYTES,
-      );
-      const answer = parseSessionAnswer(stdout);
-      // A v0 server may fail on the first look's request, after its advertisement.
-      if (!answer || (status !== 0 && (answer.version === 2 || this.version === 0)))
-        throw new Error(`upload-pack gave no refs (exit ${status})`);
-      this.version = answer.version;
-      // ls-refs answered only what the prefixes name; v0 advertised everything.
-      return answer.version === 2
-        ? answer.refs
-        : answer.refs.filter(({ ref }) => prefixes.some((prefix) => ref.startsWith(prefix)));
+      return await this.look(prefixes);
     } catch (error) {
       this.close();
       throw error;
     }
+  }
+
+  private async look(prefixes: readonly string[], again = true): Promise<AdvertisedRef[]> {
+    // A v0 server advertises its refs at once; a flush then says we want nothing.
+    const input = this.version === 0 ? Buffer.from('0000') : lsRefsRequest(prefixes, this.format);
+    const { status, stdout } = await this.mux.exec(
+      this.invocation,
+      { GIT_PROTOCOL: 'version=2' },
+      input,
+      AbortSignal.any([this.signal, AbortSignal.timeout(this.settings.gitTimeoutMs)]),
+      MAX_ANSWER_BYTES,
+    );
+    const answer = parseSessionAnswer(stdout);
+    // A v0 server may fail on the first look's request, after its advertisement.
+    if (!answer || (status !== 0 && (answer.version === 2 || this.version === 0))) {
+      // A repository in another object format (sha256) refuses a request that names none, once
+      // it has said its capabilities: ask again in its format, and so from then on.
+      const format = again && this.format === undefined ? objectFormat(stdout) : undefined;
+      if (format !== undefined && format !== 'sha1') {
+        this.format = format;
+        return this.look(prefixes, false);
+      }
+      throw new Error(`upload-pack gave no refs (exit ${status})`);
+    }
+    this.version = answer.version;
+    // ls-refs answered only what the prefixes name; v0 advertised everything.
+    return answer.version === 2
+      ? answer.refs
+      : answer.refs.filter(({ ref }) => prefixes.some((prefix) => ref.startsWith(prefix)));
   }
 }

@@ -122,6 +122,22 @@ describe('SshRefs', () => {
     expect(logins()).toBe(1);
   }, 30_000);
 
+  it('a sha256 repository: the first look learns its object format and asks again in it', async () => {
+    const bare = join(repo.root, 'sha256.git');
+    await git(repo.root, 'init', '--quiet', '--bare', '--object-format=sha256', bare);
+    const work = join(repo.root, 'sha256-work');
+    await git(repo.root, 'init', '--quiet', '--object-format=sha256', work);
+    await git(work, 'commit', '--quiet', '--allow-empty', '-m', 'initial pools');
+    await git(work, 'push', '--quiet', bare, 'HEAD:refs/heads/master');
+    const tip = (await git(bare, 'rev-parse', 'master')).trim();
+    const { refs, logins } = await looks([], { path: bare });
+    for (let i = 0; i < 3; i++)
+      expect(await refs.listRefs(LOOKED)).toEqual([{ id: tip, ref: 'refs/heads/master' }]);
+    expect(tip).toMatch(/^[0-9a-f]{64}$/);
+    expect(refs.usable).toBe(true);
+    expect(logins()).toBe(1);
+  });
+
   it('a repository that is not there: the looks end for the run, and git is asked', async () => {
     const { refs } = await looks([], { path: join(repo.root, 'missing.git') });
     await expect(refs.listRefs(LOOKED)).rejects.toThrow(/no refs/);
