@@ -36,6 +36,8 @@ const REMOTE_COMMANDS = new Set(['clone', 'fetch', 'ls-remote', 'push']);
 export class Git {
   /** Whether a command of this run reached the lock repository (see AccessFailure.missing). */
   private reachedRemote = false;
+  /** Who git writes as, once asked. */
+  private asked: Promise<GitIdentity> | undefined;
 
   constructor(
     private readonly environment: GitEnvironment,
@@ -43,9 +45,31 @@ export class Git {
     private readonly timeoutMs: number,
   ) {}
 
-  /** Who git writes commits as, when that is known without asking git (see GitEnvironment). */
-  get identity(): GitIdentity | undefined {
-    return this.environment.identity;
+  /** Who git writes commits as: known without asking git unless git_config sets it (see GitEnvironment). */
+  identity(): Promise<GitIdentity> {
+    const known = this.environment.identity;
+    if (known) return Promise.resolve(known);
+    // Asked once; a failure (a stop, say) is not kept.
+    this.asked ??= this.askIdentity().catch((error: unknown) => {
+      this.asked = undefined;
+      throw error;
+    });
+    return this.asked;
+  }
+
+  /**
+   * `git var` applies the same config and environment rules as `git commit` would. In the
+   * private home: the copy may not exist yet (this runs alongside the first clone).
+   */
+  private async askIdentity(): Promise<GitIdentity> {
+    const out = await this.run(['var', '-l']);
+    const read = (name: string) => {
+      const line = out.split('\n').find((l) => l.startsWith(`${name}=`));
+      const ident = line?.slice(name.length + 1).replace(/ \d+ [+-]\d{4}$/, '');
+      if (!ident) throw new Error(`git var printed no ${name}`);
+      return ident;
+    };
+    return { author: read('GIT_AUTHOR_IDENT'), committer: read('GIT_COMMITTER_IDENT') };
   }
 
   async run(args: readonly string[], options: GitRunOptions = {}): Promise<string> {

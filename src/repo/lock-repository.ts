@@ -1,16 +1,15 @@
 // The git mechanism under the lock policy: the bare, shallow copy of the branch tip (BranchCopy),
 // reused across attempts, and the handful of lock-level actions the policy needs (the waiting
-// line's refs are LineRefs', the current claims ClaimReader's). It never sleeps and never
-// decides; LockPool does both.
+// line's refs are LineRefs', the current claims ClaimReader's, the push BranchPush's). It never
+// sleeps and never decides; LockPool does both.
 //
 // Cost is what keeps it here: every attempt is one depth-1 fetch (one connection), one ls-tree,
 // one fast-import that writes the commit straight from the tip's trees (no checkout, no index,
 // nothing proportional to the history or the pool's size on disk) and one push. simple-git
 // waits 50 ms after any command that printed nothing, so the commands chosen here all print.
-import { createHash } from 'node:crypto';
-import { CancelledError, OperationError, GitCommandError } from '../base/errors.js';
+import { OperationError, GitCommandError } from '../base/errors.js';
 import type { Git, GitRunOptions } from '../git/git.js';
-import { classifyPush, type PushOutcome, type PushRefused } from '../git/push-outcome.js';
+import type { PushOutcome } from '../git/push-outcome.js';
 import {
   lockPath,
   type Change,
@@ -26,8 +25,10 @@ import { LockFiles } from './lock-files.js';
 import type { WaitingEntry } from '../lock/waiting-line.js';
 import { LineRefs } from './line-refs.js';
 import { BranchCopy, type Reach } from './branch-copy.js';
+import { BranchPush } from './branch-push.js';
 import type { KeptRefs } from '../git/kept-refs.js';
 import {
+  blobId,
   fastImportCommits,
   isRegularFile,
   parseMarks,
@@ -70,19 +71,17 @@ export class LockRepository {
   private entries = new Map<string, TreeEntry>();
   /** The changes staged for the next commit, one commit each. */
   private staged: { change: Change; effective: boolean }[] = [];
-  private identity: { author: string; committer: string } | undefined;
   /** The last commit written, which `push` sends. */
   private committed: string | undefined;
   /** The waiting line as the last fetch found it (with `line`). */
   private fetchedLine: WaitingEntry[] = [];
-  /** The server cannot take an --atomic push: a claim leaves the line in a push of its own. */
-  private atomicRefused = false;
   /** The lock files read for `match` (only an acquire with `match` creates it). */
   private files: LockFiles | undefined;
   /** The pool's waiting line on the remote. */
   private readonly line: LineRefs;
   /** The reader of claims (leases, fencing). */
   private readonly claimReader: ClaimReader;
+  private readonly pusher: BranchPush;
 
   constructor(
     private readonly git: Git,
@@ -97,6 +96,7 @@ export class LockRepository {
     });
     this.claimReader = new ClaimReader(git, options, this.copy);
     this.line = new LineRefs(this.copy, options);
+    this.pusher = new BranchPush(this.copy, this.line, options);
   }
 
   get branchRef(): string {
@@ -144,7 +144,7 @@ export class LockRepository {
   /** The first sync: one process creates the bare copy and fetches the tip into it. */
   private async cloneTip(): Promise<void> {
     // The committer identity is only needed later: ask for it while the clone runs.
-    const identity = this.ident();
+    const identity = this.git.identity();
     identity.catch(() => undefined);
     await this.copy.clone(this.options.keepHistory ? CLAIM_DEPTH : 1);
     this.initialised = true;
@@ -156,7 +156,7 @@ export class LockRepository {
    * must come with the tip (a separate ls-remote would cost a connection per acquire).
    */
   private async initAndFetch(): Promise<void> {
-    const identity = this.ident();
+    const identity = this.git.identity();
     identity.catch(() => undefined);
     await this.copy.init();
     this.initialised = true;
@@ -240,7 +240,7 @@ export class LockRepository {
     const staged = this.staged;
     if (staged.length === 0 || staged.length !== messages.length)
       throw new Error(`${staged.length} changes staged for ${messages.length} commit messages`);
-    const identity = await this.ident();
+    const identity = await this.git.identity();
     const input = fastImportCommits({
       ref: ATTEMPT_REF,
       ...identity,
@@ -295,80 +295,11 @@ export class LockRepository {
 
   /**
    * Pushes the last commit to the branch. With `leaving`, the same push takes that entry out of
-   * the line, atomically: a claim that lost its race keeps its place in line.
+   * the line, atomically (see BranchPush).
    */
   async push(signal?: AbortSignal, leaving?: WaitingEntry): Promise<PushOutcome> {
-    if (!leaving || this.atomicRefused) {
-      const outcome = await this.pushCommit([], signal);
-      if (leaving && outcome === 'pushed')
-        await this.leave([leaving], signal).catch(() => undefined);
-      return outcome;
-    }
-    try {
-      return await this.pushCommit([`:${this.line.ref(leaving)}`], signal);
-    } catch (error) {
-      // send-pack.c dies with this before sending anything when the server does not advertise
-      // `atomic` (git 2.39); there is no other sign of it. Claim first, then leave the line.
-      if (!(
-        error instanceof GitCommandError && /does not support --atomic push/.test(error.stderr)
-      ))
-        throw error;
-      this.atomicRefused = true;
-      return this.push(signal, leaving);
-    }
-  }
-
-  /** Pushes the last commit (and those before it since the sync) to the branch, with `also` (more refspecs) in the same atomic push. */
-  private async pushCommit(also: readonly string[], signal?: AbortSignal): Promise<PushOutcome> {
-    const commit = this.committed;
-    if (!commit) throw new Error('nothing committed to push');
-    const refspecs = [`${commit}:${this.branchRef}`, ...also];
-    const leaving = also.length > 0;
-    let out: string;
-    try {
-      out = await this.run(
-        [
-          'push',
-          '--porcelain',
-          ...(leaving ? ['--atomic'] : []),
-          '--',
-          this.options.uri,
-          ...refspecs,
-        ],
-        { signal },
-      );
-    } catch (error) {
-      // Without a verdict for our ref the push may or may not have landed: a transient failure.
-      if (error instanceof GitCommandError) {
-        const outcome = classifyPush(error.stdout, this.branchRef);
-        if (outcome) return this.verdict(outcome);
-      }
-      // No answer (timed out, connection lost) does not mean no push: the server may have moved
-      // the branch before the client gave up. Retrying a release or an add that landed would
-      // fail with "not claimed" or "already exists".
-      if (!(error instanceof CancelledError) && (await this.landed(commit))) return 'pushed';
-      throw error;
-    }
-    const outcome = classifyPush(out, this.branchRef);
-    if (outcome === undefined) throw new Error(`git push printed no status for ${this.branchRef}`);
-    return this.verdict(outcome);
-  }
-
-  /** A push the remote refused (hook, protection) will be refused again: retrying would spin. */
-  private verdict(outcome: PushOutcome | PushRefused): PushOutcome {
-    if (typeof outcome === 'string') return outcome;
-    throw new OperationError(
-      `the lock repository refused the push to branch "${this.options.branch}": ${outcome.refused}`,
-    );
-  }
-
-  /** Whether the remote branch tip is the commit we just tried to push. */
-  private async landed(commit: string): Promise<boolean> {
-    try {
-      return (await this.look()).tip === commit;
-    } catch {
-      return false;
-    }
+    if (!this.committed) throw new Error('nothing committed to push');
+    return this.pusher.push(this.committed, signal, leaving);
   }
 
   /**
@@ -462,28 +393,4 @@ export class LockRepository {
     if (refs) this.fetchedLine = this.line.entries(refs);
     return refs !== undefined;
   }
-
-  private async ident(): Promise<{ author: string; committer: string }> {
-    this.identity ??= this.git.identity;
-    if (this.identity) return this.identity;
-    // `git var` applies the same config and environment rules as `git commit` would.
-    // In the private home: the copy may not exist yet (this runs alongside the first clone).
-    const out = await this.git.run(['var', '-l']);
-    const read = (name: string) => {
-      const line = out.split('\n').find((l) => l.startsWith(`${name}=`));
-      const ident = line?.slice(name.length + 1).replace(/ \d+ [+-]\d{4}$/, '');
-      if (!ident) throw new Error(`git var printed no ${name}`);
-      return ident;
-    };
-    this.identity = { author: read('GIT_AUTHOR_IDENT'), committer: read('GIT_COMMITTER_IDENT') };
-    return this.identity;
-  }
-}
-
-/** The object id git gives a blob with these bytes (SHA-1 or SHA-256, by the repository's ids). */
-function blobId(content: Buffer, idLength: number): string {
-  const hash = createHash(idLength === 64 ? 'sha256' : 'sha1');
-  hash.update(`blob ${content.length}\0`);
-  hash.update(content);
-  return hash.digest('hex');
 }
