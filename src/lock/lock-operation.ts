@@ -2,7 +2,7 @@
 // change, report what it observed, wait, or fail. No git, no clocks: table-tested on its own.
 import type { LockFilter } from '../base/lock-match.js';
 import { expiredClaims, reclaimStep, renewStep, type Leases, type Reclaim } from './leases.js';
-import type { Change, ClaimFacts, PoolState, ReclaimFacts } from './pool-state.js';
+import type { Change, PoolState } from './pool-state.js';
 
 /**
  * `token`: the claim a release, update or renew comes from (the step folder's `claim_token`,
@@ -336,19 +336,4 @@ function notClaimed(name: string, poolName: string, unclaimed: boolean, verb: st
       ? `cannot ${verb} lock "${name}": it is not claimed in pool "${poolName}" (it is unclaimed)`
       : `cannot ${verb} lock "${name}": it does not exist in pool "${poolName}"`,
   };
-}
-
-/**
- * Why a step folder's claim may no longer act on its lock (fencing, SPEC §10): reclaimed, or
- * released and claimed again by someone else.
- */
-export function noLongerHeld(name: string, reclaim?: ReclaimFacts, claim?: ClaimFacts): string {
-  const why = reclaim
-    ? `reclaimed at ${rfc3339(reclaim.at)}: ${reclaim.reason}`
-    : `claimed since ${claim?.since ? rfc3339(claim.since) : 'an unknown time'} by ${claim?.by ?? 'an unknown holder'}`;
-  return `lock ${name} is no longer held by this claim (${why})`;
-}
-
-function rfc3339(date: Date): string {
-  return date.toISOString().replace(/\.\d{3}Z$/, 'Z');
 }

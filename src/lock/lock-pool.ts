@@ -4,13 +4,8 @@
 import { CancelledError, OperationError, WaitTimeoutError, formatMs } from '../base/errors.js';
 import { PUSH_GRACE_MS } from '../base/stop-budget.js';
 import { LineMember } from './line-member.js';
-import {
-  decide,
-  freeLocks,
-  noLongerHeld,
-  type CommitStep,
-  type ResolvedOperation,
-} from './lock-operation.js';
+import { fence } from './fencing.js';
+import { decide, freeLocks, type CommitStep, type ResolvedOperation } from './lock-operation.js';
 import { expiredClaims, nextExpiry, type Leases, type Reclaim } from './leases.js';
 import type { PoolState } from './pool-state.js';
 import type { Claim, LockStore, PushOutcome } from './lock-store.js';
@@ -141,7 +136,7 @@ export class LockPool {
     }
     const filter = operation.kind === 'acquire' ? operation.filter : undefined;
     let state = await this.store.pool();
-    const fenced = await this.fence(operation, state);
+    const fenced = await fence(this.store, operation, state);
     if (fenced === 'moved')
       return { kind: 'conflict', name: 'name' in operation ? operation.name : '' };
     if (fenced !== undefined) throw new OperationError(fenced);
@@ -243,36 +238,6 @@ export class LockPool {
       graceMs: this.options.leaseGraceMs ?? DEFAULT_LEASE_GRACE_MS,
       reclaimedBy: this.options.reclaimedBy ?? 'unknown',
     };
-  }
-
-  /**
-   * Fencing (SPEC §10): an operation from a step folder with a claim token acts only while that
-   * claim holds the lock, checked at the tip it would commit on. A release of a lock that is not
-   * claimed fails as it always did, naming the reclaim when there was one; an update waits as
-   * before while its own claim holds the lock, and fails at once when another one does.
-   */
-  private async fence(
-    operation: ResolvedOperation,
-    state: PoolState,
-  ): Promise<string | 'moved' | undefined> {
-    if (!('token' in operation) || operation.token === undefined) return undefined;
-    const { token } = operation;
-    const names = 'names' in operation && operation.names ? operation.names : [operation.name];
-    const claimed = names.filter((name) => state.claimed.has(name));
-    for (const name of names) {
-      if (claimed.includes(name) || operation.kind === 'update') continue;
-      const reclaim = await this.store.reclaimOf(name, token);
-      if (reclaim) return noLongerHeld(name, reclaim);
-    }
-    if (claimed.length === 0) return undefined;
-    const claims = await this.store.claims(claimed);
-    if (!claims) return 'moved';
-    for (const name of claimed) {
-      const claim = claims.get(name);
-      if (claim?.token !== token)
-        return noLongerHeld(name, await this.store.reclaimOf(name, token), claim);
-    }
-    return undefined;
   }
 
   /**
