@@ -4,6 +4,7 @@
 import { describeError, formatMs } from '../base/errors.js';
 import { LEAVE_AFTER_STOP_MS } from '../base/stop-budget.js';
 import type { Clock } from './retry.js';
+import { LineWatch } from './line-watch.js';
 import type { LockStore } from './lock-store.js';
 import {
   FRONT_SPARE,
@@ -16,7 +17,6 @@ import {
   pollMs,
   showLifeAfterMs,
   sightKey,
-  type Stall,
   type WaitingEntry,
 } from './waiting-line.js';
 
@@ -62,30 +62,19 @@ export class LineMember {
   private placeSaid = false;
   /** What the put last waited for when no lock was free (see LockPool.attempt). */
   private waitingFor: { reason: string; wanted: string[] } | undefined;
-  /** Entries taken to be gone (sightKey), left out of the order. */
-  private readonly gone = new Set<string>();
   /** Entries ahead of this put at the last look (undefined before the first). */
   private ahead: WaitingEntry[] | undefined;
   /** How many locks the puts that left the line ahead of this one waited for (see turnoverMs). */
   private departed = 0;
   /** Free locks at the last sync. */
   private free = 0;
-  /** Each lock free at the last sync, and since when it is known to be free. */
-  private freeSince = new Map<string, number>();
-  /** When, and at which tip, the free locks were last read. */
-  private syncedAt: number | undefined;
-  private syncedTip: string | undefined;
-  /** Locks free while others stand in line, as this put has seen it (see waiting-line.ts). */
-  private stall: { since: number; tips: Set<string> } | undefined;
-  /** When this put first saw each entry pointing where it points now (by sightKey). */
-  private sightings = new Map<string, number>();
-  /** When this put first looked at the line. */
-  private watchingSince: number | undefined;
   /** The entries ahead at a look that found a tip this put has not fetched (see waitInLine). */
   private unfetched: string | undefined;
   /** The tip at the last poll, and when this put last saw it move (see frontPollMs). */
   private lastTip: string | undefined;
   private movedAt: number;
+  /** What this put has seen of the line and the free locks over time. */
+  private readonly watch: LineWatch;
 
   constructor(
     private readonly store: LockStore,
@@ -95,6 +84,7 @@ export class LineMember {
     const { started, retryDelayMs, token, count } = options;
     this.me = { since: started, retryDelayMs, token, ...(count && count > 1 ? { count } : {}) };
     this.movedAt = started;
+    this.watch = new LineWatch(clock, retryDelayMs);
   }
 
   /** Whether the line serves this run: false once the remote refused its refs. */
@@ -129,49 +119,13 @@ export class LineMember {
     return true;
   }
 
-  /**
-   * Keeps track of since when the free locks have been free. A lock seen free at the previous
-   * read, at the same tip or a poll or two ago, has been free since then; any other since the
-   * tip was committed (by its committer's clock, to the second), or since this put first saw
-   * the tip if that is earlier. The stall dates from the lock freed first: with other locks
-   * changing hands meanwhile, dating it from the last would put off judging the puts that left
-   * the first untaken for as long as the others keep moving (live puts ahead show it, see
-   * showLife).
-   */
+  /** Notes the free locks at the synced tip (see LineWatch.observe). */
   async observePool(tip: string, free: readonly string[]): Promise<void> {
     this.free = free.length;
-    const now = this.clock.now();
     const others = this.store.syncedLine().some((entry) => entry.token !== this.me.token);
-    const previous = { at: this.syncedAt, tip: this.syncedTip };
-    this.syncedAt = now;
-    this.syncedTip = tip;
-    if (free.length === 0 || !others) {
-      this.freeSince = new Map();
-      this.stall = undefined;
-      return;
-    }
-    const recent =
-      previous.tip === tip ||
-      (previous.at !== undefined && now - previous.at <= 2 * pollMs(this.options.retryDelayMs));
     // A look may have seen this tip before the fetch did.
-    const seen = this.lastTip === tip ? this.movedAt : now;
-    let committed: number | undefined;
-    const since = new Map<string, number>();
-    for (const name of free) {
-      let at = recent ? this.freeSince.get(name) : undefined;
-      if (at === undefined) {
-        committed ??= (await this.store.tipTime()) ?? now;
-        at = Math.min(seen, committed + 1_000);
-      }
-      since.set(name, at);
-    }
-    this.freeSince = since;
-    const stallSince = Math.min(...since.values());
-    if (this.stall === undefined) this.stall = { since: stallSince, tips: new Set([tip]) };
-    else {
-      this.stall.since = stallSince;
-      this.stall.tips.add(tip);
-    }
+    const seen = this.lastTip === tip ? this.movedAt : this.clock.now();
+    await this.watch.observe(tip, free, others, seen, () => this.store.tipTime());
   }
 
   /**
@@ -181,7 +135,7 @@ export class LineMember {
    * after taking out the puts ahead that are gone when that frees a lock for this one.
    */
   async turn(tip: string): Promise<number | 'wait' | undefined> {
-    const present = this.present(this.store.syncedLine());
+    const present = this.watch.present(this.store.syncedLine());
     let ahead = entriesAhead(present, this.me);
     const gone = this.goneAhead(ahead);
     // Taken out only when that serves this put: the puts ahead of them judge them for themselves.
@@ -244,8 +198,8 @@ export class LineMember {
         this.lastTip = remote;
         this.movedAt = this.clock.now();
       }
-      if (this.stall && remote !== undefined) this.stall.tips.add(remote);
-      const present = this.present(seen);
+      if (remote !== undefined) this.watch.sawTip(remote);
+      const present = this.watch.present(seen);
       // Taken out by a put that thought this one gone, or a join whose answer was lost.
       if (this.joined && !present.some((entry) => entry.token === this.me.token)) {
         this.joined = false;
@@ -294,8 +248,9 @@ export class LineMember {
    * a line that has not moved at all reads as slow as the watch is long.
    */
   private turnoverMs(): number | undefined {
-    if (this.watchingSince === undefined) return undefined;
-    return (this.clock.now() - this.watchingSince) / (this.departed + 1);
+    const since = this.watch.watchingSince;
+    if (since === undefined) return undefined;
+    return (this.clock.now() - since) / (this.departed + 1);
   }
 
   /** Notes the entries ahead now, counting those that left since the last look. */
@@ -327,32 +282,9 @@ export class LineMember {
     }
   }
 
-  /** The line as seen now, without the entries taken to be gone; notes when each was first seen. */
-  private present(seen: readonly WaitingEntry[]): WaitingEntry[] {
-    const now = this.clock.now();
-    this.watchingSince ??= now;
-    const sightings = new Map<string, number>();
-    for (const entry of seen) {
-      const key = sightKey(entry);
-      sightings.set(key, this.sightings.get(key) ?? now);
-    }
-    this.sightings = sightings;
-    return seen.filter((entry) => !this.gone.has(sightKey(entry)));
-  }
-
-  /** The stall as goneAt judges it, with what this put has seen of the line. */
-  private stallView(): Stall | undefined {
-    if (!this.stall) return undefined;
-    return {
-      ...this.stall,
-      sightings: this.sightings,
-      watchingSince: this.watchingSince ?? this.clock.now(),
-    };
-  }
-
   /** The entries ahead that count as gone now (see goneAt). */
   private goneAhead(ahead: readonly WaitingEntry[]): WaitingEntry[] {
-    const stall = this.stallView();
+    const stall = this.watch.view();
     if (!stall) return [];
     const now = this.clock.now();
     return ahead.filter((entry) => goneAt(entry, stall, this.options.retryDelayMs) <= now);
@@ -360,9 +292,9 @@ export class LineMember {
 
   /** Takes out of the line, in one push, entries whose puts are gone. */
   private async takeOut(gone: readonly WaitingEntry[]): Promise<void> {
-    for (const entry of gone) this.gone.add(sightKey(entry));
+    this.watch.takeForGone(gone);
     const count = gone.length;
-    const waited = this.clock.now() - (this.stall?.since ?? this.clock.now());
+    const waited = this.clock.now() - (this.watch.stall?.since ?? this.clock.now());
     this.options.say(
       `${count === 1 ? 'the put' : `${count} puts`} ahead in line left a free lock untaken for ${formatMs(waited)}: taking ${count === 1 ? 'it' : 'them'} out of the line`,
     );
@@ -374,7 +306,7 @@ export class LineMember {
    * do not take it for gone (an entry of a put that is gone stays where it was).
    */
   private async showLife(tip: string): Promise<void> {
-    const stall = this.stall;
+    const stall = this.watch.stall;
     if (!stall || !this.joined) return;
     if (this.me.at !== undefined && stall.tips.has(this.me.at)) return;
     if (this.clock.now() - stall.since < showLifeAfterMs(this.options.retryDelayMs)) return;
@@ -388,7 +320,7 @@ export class LineMember {
    * ahead whose grace ends first, as many as it takes to free a lock for it.
    */
   private wakeAt(): number | undefined {
-    const stall = this.stallView();
+    const stall = this.watch.view();
     const ahead = this.ahead;
     if (!stall || !ahead || !this.joined) return undefined;
     const rd = this.options.retryDelayMs;
