@@ -1,7 +1,10 @@
-// The run's own looks at the lock repository's refs on the connection it keeps to the server:
-// HTTP(S) through the relay (http-refs.ts), SSH on the shared connection (ssh-refs.ts). Where
-// the run keeps none (git://, or a run that could not share its SSH connection), git is asked.
+// The run's own looks at the lock repository's refs, for the branch and the pool's line only:
+// HTTP(S) through the relay, on the connection it keeps (http-refs.ts); SSH on the shared
+// connection (ssh-refs.ts); git:// with a connection of their own, as git's (daemon-refs.ts).
+// Where none applies (an SSH run that could not share its connection, a url.<base>.insteadOf
+// that may send git elsewhere), git is asked.
 import type { Git } from './git.js';
+import { daemonRefsFor } from './daemon-refs.js';
 import { httpRefsFor } from './http-refs.js';
 import type { AdvertisedRef } from './ls-refs.js';
 import { sshRefsFor } from './ssh-refs.js';
@@ -23,8 +26,19 @@ export interface KeptRefs {
 
 export function keptRefsFor(
   git: Git,
-  settings: { uri: string; gitTimeoutMs: number },
+  settings: {
+    uri: string;
+    gitTimeoutMs: number;
+    gitConfig: readonly { name: string; value: string }[];
+  },
   signal: AbortSignal,
 ): KeptRefs | undefined {
-  return httpRefsFor(git.relay, settings, signal) ?? sshRefsFor(git.mux, settings, signal);
+  // A url.<base>.insteadOf (or pushInsteadOf) may send git to another server than the uri names:
+  // looking at the uri's would watch a branch nobody pushes to.
+  if (settings.gitConfig.some(({ name }) => /^url\./i.test(name))) return undefined;
+  return (
+    httpRefsFor(git.relay, settings, signal) ??
+    sshRefsFor(git.mux, settings, signal) ??
+    daemonRefsFor(settings, signal)
+  );
 }

@@ -40,7 +40,7 @@ function pktLines(body: Buffer, toFlush = false): (string | null)[] | undefined 
 }
 
 /** One pkt-line of `text`. */
-function pkt(text: string): Buffer {
+export function pktLine(text: string): Buffer {
   const data = Buffer.from(text, 'utf8');
   return Buffer.concat([Buffer.from((data.length + 4).toString(16).padStart(4, '0')), data]);
 }
@@ -88,10 +88,10 @@ export function lsRefsRequest(
   objectFormat: string | undefined,
 ): Buffer {
   return Buffer.concat([
-    pkt('command=ls-refs\n'),
-    ...(objectFormat ? [pkt(`object-format=${objectFormat}\n`)] : []),
+    pktLine('command=ls-refs\n'),
+    ...(objectFormat ? [pktLine(`object-format=${objectFormat}\n`)] : []),
     Buffer.from('0001'),
-    ...prefixes.map((prefix) => pkt(`ref-prefix ${prefix}\n`)),
+    ...prefixes.map((prefix) => pktLine(`ref-prefix ${prefix}\n`)),
     Buffer.from('0000'),
   ]);
 }

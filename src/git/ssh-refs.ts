@@ -2,21 +2,12 @@
 // http-refs.ts looks on the HTTP(S) relay's. A put at the back of the line polls with a look;
 // `git ls-remote` would start git and git's SSH program (a Node process) each time, and asks
 // the server for every ref, patterns or not: a hosted repository advertises a pair per pull
-// request. Here each look is one upload-pack on the shared connection, asked with protocol v2's
-// `ls-refs` for the branch and the pool's line only; a server that does not take GIT_PROTOCOL
-// answers with its v0 advertisement, and later looks ask only that.
-//
-// Anything unexpected (a path git would spell otherwise, a server that refuses) ends the looks
-// for the run; the caller asks git instead, which reports the problem in its own words.
+// request. Here each look is one upload-pack on the shared connection (session-refs.ts), spelled
+// as git spells it; a URI git would spell otherwise is left to git.
 import type { SshInvocation } from '../transport/ssh-args.js';
 import type { SshMux } from '../transport/ssh-mux.js';
-import {
-  lsRefsRequest,
-  MAX_ANSWER_BYTES,
-  objectFormat,
-  parseSessionAnswer,
-  type AdvertisedRef,
-} from './ls-refs.js';
+import { MAX_ANSWER_BYTES } from './ls-refs.js';
+import { SessionRefs } from './session-refs.js';
 
 /**
  * The upload-pack command git runs over SSH for `uri` (ssh://, git+ssh://, ssh+git:// or
@@ -68,72 +59,13 @@ export function sshRefsFor(
   mux: SshMux | undefined,
   settings: SshRefsSettings,
   signal: AbortSignal,
-): SshRefs | undefined {
+): SessionRefs | undefined {
   const invocation = uploadPackInvocation(settings.uri);
-  return mux && invocation ? new SshRefs(mux, invocation, settings, signal) : undefined;
-}
-
-export class SshRefs {
-  private failed = false;
-  /** The protocol the server answered the first look in. */
-  private version: 0 | 2 | undefined;
-  /** The repository's object format, once a look learnt it is not sha1. */
-  private format: string | undefined;
-
-  constructor(
-    private readonly mux: SshMux,
-    private readonly invocation: SshInvocation,
-    private readonly settings: SshRefsSettings,
-    private readonly signal: AbortSignal,
-  ) {}
-
-  readonly cheaperThanFetch = false;
-
-  get usable(): boolean {
-    return !this.failed && !this.signal.aborted;
-  }
-
-  close(): void {
-    this.failed = true;
-  }
-
-  /** The refs whose names start with one of `prefixes`. */
-  async listRefs(prefixes: readonly string[]): Promise<AdvertisedRef[]> {
-    if (!this.usable) throw new Error('the shared connection is closed');
-    try {
-      return await this.look(prefixes);
-    } catch (error) {
-      this.close();
-      throw error;
-    }
-  }
-
-  private async look(prefixes: readonly string[], again = true): Promise<AdvertisedRef[]> {
-    // A v0 server advertises its refs at once; a flush then says we want nothing.
-    const input = this.version === 0 ? Buffer.from('0000') : lsRefsRequest(prefixes, this.format);
-    const { status, stdout } = await this.mux.exec(
-      this.invocation,
-      { GIT_PROTOCOL: 'version=2' },
-      input,
-      AbortSignal.any([this.signal, AbortSignal.timeout(this.settings.gitTimeoutMs)]),
-      MAX_ANSWER_BYTES,
-    );
-    const answer = parseSessionAnswer(stdout);
-    // A v0 server may fail on the first look's request, after its advertisement.
-    if (!answer || (status !== 0 && (answer.version === 2 || this.version === 0))) {
-      // A repository in another object format (sha256) refuses a request that names none, once
-      // it has said its capabilities: ask again in its format, and so from then on.
-      const format = again && this.format === undefined ? objectFormat(stdout) : undefined;
-      if (format !== undefined && format !== 'sha1') {
-        this.format = format;
-        return this.look(prefixes, false);
-      }
-      throw new Error(`upload-pack gave no refs (exit ${status})`);
-    }
-    this.version = answer.version;
-    // ls-refs answered only what the prefixes name; v0 advertised everything.
-    return answer.version === 2
-      ? answer.refs
-      : answer.refs.filter(({ ref }) => prefixes.some((prefix) => ref.startsWith(prefix)));
-  }
+  if (!mux || !invocation) return undefined;
+  return new SessionRefs(
+    (input, session) =>
+      mux.exec(invocation, { GIT_PROTOCOL: 'version=2' }, input, session, MAX_ANSWER_BYTES),
+    settings,
+    signal,
+  );
 }

@@ -222,6 +222,35 @@ describe('a lock repository without atomic pushes', () => {
   });
 });
 
+describe('the puts further back in line over git://', () => {
+  /** The connections git daemon saw that asked for protocol v2: git itself asks v0 over git://. */
+  const v2Sessions = () => daemon.log().match(/"protocol": version=2/g)?.length ?? 0;
+
+  /** Four puts wait 1.5 s behind the holder of lock-a, then stop; the v2 sessions meanwhile. */
+  async function lookedWithoutGit(extra: Record<string, unknown> = {}): Promise<number> {
+    const waiting: RunningScript[] = [];
+    for (const build of ['a', 'b', 'c', 'd'])
+      waiting.push(await acquire(`back-${build}`, {}, { retry_delay: '200ms', ...extra }));
+    const before = v2Sessions();
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    const sessions = v2Sessions() - before;
+    for (const run of waiting) expect((await stop(run, 'SIGTERM')).code).toBe(143);
+    return sessions;
+  }
+
+  it('look at the branch and the line without git, a v2 session each', async () => {
+    expect(await lookedWithoutGit()).toBeGreaterThanOrEqual(2);
+  });
+
+  it('leave the looks to git when git_config may send git elsewhere (url.<base>.insteadOf)', async () => {
+    // The same daemon under another name: git goes where the rewrite says, and so must the looks.
+    const local = daemon.url(repo.bare);
+    const other = local.replace('127.0.0.1', 'localhost');
+    const insteadOf = [{ name: `url.${local}.insteadOf`, value: other }];
+    expect(await lookedWithoutGit({ uri: other, git_config: insteadOf })).toBe(0);
+  });
+});
+
 describe('a lock repository that refuses the line', () => {
   it('still hands the lock over, waiting as the reference does', async () => {
     const hook = join(repo.bare, 'hooks', 'pre-receive');

@@ -75,7 +75,7 @@ async function looks(
   return { refs, logins };
 }
 
-describe('SshRefs', () => {
+describe('SSH looks', () => {
   it('asks only the branch and the line, again and again on one login, and sees every change', async () => {
     const { refs, logins } = await looks();
     const expected = async () => [
