@@ -11,6 +11,7 @@ import {
   type SshTransportConfig,
 } from '../transport/ssh-config.js';
 import { startHttpRelay, type HttpRelay } from '../transport/http-relay.js';
+import { isSshUri } from '../transport/ssh-args.js';
 import { startSshMux, type SshMux } from '../transport/ssh-mux.js';
 import { sshCommand } from './ssh-command.js';
 
@@ -249,14 +250,17 @@ async function fill(
   // The variables git gets (a proxy among them), so the relay goes where git would.
   const relay = await startHttpRelay(source, env);
   // The run shares one connection per server among its git commands (ssh-mux.ts); where it
-  // cannot listen, the program connects on its own from the settings in its environment. Last,
+  // cannot listen, the program connects on its own from the settings in its environment. Only
+  // where git may go over SSH: an SSH uri, or a url.<base>.insteadOf that may lead there. Last,
   // so that nothing after it can fail and leave it listening.
-  const mux = await startSshMux(join(home, 'ssh.sock'), sshConfig, { warn }).catch(
-    (error: unknown) => {
-      relay?.close();
-      throw error;
-    },
-  );
+  const mayUseSsh =
+    isSshUri(source.uri) || source.gitConfig.some(({ name }) => /^url\./i.test(name));
+  const mux = mayUseSsh
+    ? await startSshMux(join(home, 'ssh.sock'), sshConfig, { warn }).catch((error: unknown) => {
+        relay?.close();
+        throw error;
+      })
+    : undefined;
   if (mux) {
     env[SSH_MUX_ENV] = mux.path;
     // A stop closes each connection a second after its last command (ssh-mux.ts), not at once:
@@ -264,7 +268,7 @@ async function fill(
     // or whether the claim landed is unknown, and the put leaving the waiting line may still use
     // one. A claim to release gets an environment of its own.
     signal?.addEventListener('abort', () => mux.stop(), { once: true });
-  } else {
+  } else if (mayUseSsh) {
     env[SSH_CONFIG_ENV] = JSON.stringify(sshConfig);
   }
   const identity = knownIdentity(source.gitConfig);

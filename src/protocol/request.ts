@@ -17,7 +17,8 @@ import {
 } from './payload-fields.js';
 import { parseSource, type Source } from './source.js';
 
-export { isSshUri, type GitConfigEntry, type Source } from './source.js';
+export { isSshUri } from '../transport/ssh-args.js';
+export { type GitConfigEntry, type Source } from './source.js';
 
 export type StepOperationKind =
   'release' | 'add' | 'add_claimed' | 'remove' | 'update' | 'check' | 'check_unclaimed' | 'renew';

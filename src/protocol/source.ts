@@ -6,6 +6,7 @@ import { poolNameProblem, printable } from '../base/lock-name.js';
 import { POOL_EVENTS, type PoolEvent } from '../base/pool-event.js';
 import { decodeUserinfo, displayUri, uriCredentials } from '../base/logger.js';
 import { parseKnownHosts } from '../transport/known-hosts.js';
+import { isSshUri } from '../transport/ssh-args.js';
 import type { HttpsTunnel } from '../transport/ssh-config.js';
 import { suggestField } from './field-suggestion.js';
 import { gitConfigKeyProblem } from './git-config-keys.js';
@@ -245,16 +246,6 @@ function httpAuth(uri: string, username: string | undefined, password: string | 
     username: credentials.user === '' ? username : decodeUserinfo(credentials.user),
     password: credentials.password === undefined ? password : decodeUserinfo(credentials.password),
   };
-}
-
-/** Whether git reaches `uri` over SSH: ssh://, git+ssh://, ssh+git:// or scp-like `[user@]host:path`. */
-export function isSshUri(uri: string): boolean {
-  if (/^(ssh|git\+ssh|ssh\+git):\/\//i.test(uri)) return true;
-  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(uri)) return false;
-  // git's rule: a colon before any slash makes it scp-like, unless it is a path.
-  const colon = uri.indexOf(':');
-  const slash = uri.indexOf('/');
-  return colon > 0 && (slash === -1 || colon < slash);
 }
 
 /** Git refuses some branch names; refusing them here keeps them from ever reaching argv. */

@@ -69,3 +69,13 @@ export function forwardedEnv(
   }
   return forwarded;
 }
+
+/** Whether git reaches `uri` over SSH: ssh://, git+ssh://, ssh+git:// or scp-like `[user@]host:path`. */
+export function isSshUri(uri: string): boolean {
+  if (/^(ssh|git\+ssh|ssh\+git):\/\//i.test(uri)) return true;
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(uri)) return false;
+  // git's rule: a colon before any slash makes it scp-like, unless it is a path.
+  const colon = uri.indexOf(':');
+  const slash = uri.indexOf('/');
+  return colon > 0 && (slash === -1 || colon < slash);
+}

@@ -8,6 +8,9 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/eventually.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
+import { createGitEnvironment } from '../../src/git/environment.js';
+import { parseCheckRequest } from '../../src/protocol/request.js';
+import { SSH_CONFIG_ENV, SSH_MUX_ENV } from '../../src/transport/ssh-config.js';
 import { startSshMux } from '../../src/transport/ssh-mux.js';
 import { runScript, SSH_PROGRAM, startScript } from '../helpers/run-script.js';
 import { generateKey, startSshd, type KeyPair, type Sshd } from '../helpers/sshd.js';
@@ -219,5 +222,39 @@ describe('the SSH program', () => {
       expect(result.stderr).toMatch(
         /could not take this put out of the waiting line .*: the puts behind it will, after /,
       );
+  });
+});
+
+describe('the shared SSH connections', () => {
+  /** A run's git environment for `uri`, with `gitConfig`; what it says about SSH. */
+  async function sshOf(uri: string, gitConfig: { name: string; value: string }[] = []) {
+    const { source } = (
+      await parseCheckRequest(
+        JSON.stringify({ source: { uri, branch: 'master', pool: 'pool', git_config: gitConfig } }),
+      )
+    ).request;
+    const environment = await createGitEnvironment(source, { PATH: process.env.PATH });
+    try {
+      return {
+        shared: environment.mux !== undefined && environment.env[SSH_MUX_ENV] !== undefined,
+        settingsInEnv: environment.env[SSH_CONFIG_ENV] !== undefined,
+      };
+    } finally {
+      await environment.dispose();
+    }
+  }
+
+  it('are set up only where git may go over SSH', async () => {
+    for (const uri of ['ssh://git@host/locks.git', 'git@host:locks.git'])
+      expect(await sshOf(uri)).toEqual({ shared: true, settingsInEnv: false });
+    // No SSH there: no socket listening, and no SSH settings in git's environment.
+    for (const uri of ['https://host/locks.git', 'git://host/locks.git', '/srv/locks.git'])
+      expect(await sshOf(uri)).toEqual({ shared: false, settingsInEnv: false });
+    // A url.<base>.insteadOf may lead git to an SSH server.
+    const insteadOf = [{ name: 'url.ssh://git@host/.insteadOf', value: 'https://host/' }];
+    expect(await sshOf('https://host/locks.git', insteadOf)).toEqual({
+      shared: true,
+      settingsInEnv: false,
+    });
   });
 });
