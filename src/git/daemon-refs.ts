@@ -71,12 +71,19 @@ export function daemonSession(target: DaemonTarget): UploadPackSession {
           fail(new Error(`the answer is over ${MAX_ANSWER_BYTES} bytes`));
         else chunks.push(chunk);
       });
-      socket.once('error', fail);
-      socket.once('end', () => {
+      const finish = (status: number) => {
         signal.removeEventListener('abort', onAbort);
         socket.destroy();
-        resolve({ status: 0, stdout: Buffer.concat(chunks) });
+        resolve({ status, stdout: Buffer.concat(chunks) });
+      };
+      socket.once('error', (error: NodeJS.ErrnoException) => {
+        // An upload-pack that gives up (a sha256 repository asked in sha1, a v0 one asked in v2)
+        // exits with our request unread, and its end comes as a reset: what it said before that
+        // is its answer, a failed one.
+        if (error.code === 'ECONNRESET' && size > 0) finish(1);
+        else fail(error);
       });
+      socket.once('end', () => finish(0));
       socket.end(Buffer.concat([request, input]));
     });
 }
