@@ -1,16 +1,13 @@
 // A put waiting on a git:// lock repository looks at the refs without git: one connection to git
 // daemon per look, as git's ls-remote, asking protocol v2's ls-refs for the branch and the line
 // only. Against a real git daemon on 127.0.0.1.
-import { spawn } from 'node:child_process';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { daemonRefsFor, daemonTarget } from '../../src/git/daemon-refs.js';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
-import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
-
-/** What a put waiting in pool "pool" on branch master looks at: the branch and the line. */
-const LOOKED = ['refs/heads/master', 'refs/pool-resource/waiting/master/pool/'];
+import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
+import { LINE_ENTRY, LOOKED, sha256Repository, withHostedRefs } from '../helpers/looked-refs.js';
 
 let repo: LockRepo;
 let daemon: GitDaemon;
@@ -18,17 +15,8 @@ let lineTip: string;
 
 beforeAll(async () => {
   repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
-  lineTip = await repo.tip();
-  await git(repo.bare, 'update-ref', `${LOOKED[1]}1-1000-abc`, lineTip);
   // A hosted repository advertises a pair of refs per pull request.
-  await new Promise<void>((resolve, reject) => {
-    const child = spawn('git', ['update-ref', '--stdin'], { cwd: repo.bare });
-    child.on('error', reject);
-    child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`exit ${code}`))));
-    child.stdin.end(
-      Array.from({ length: 300 }, (_, n) => `create refs/pull/${n}/head ${lineTip}\n`).join(''),
-    );
-  });
+  lineTip = await withHostedRefs(repo, 300);
   daemon = await startGitDaemon(repo.root);
 });
 
@@ -62,7 +50,7 @@ describe('git:// looks', () => {
     const refs = looks(daemon.url(repo.bare));
     const expected = async () => [
       { id: await repo.tip(), ref: 'refs/heads/master' },
-      { id: lineTip, ref: `${LOOKED[1]}1-1000-abc` },
+      { id: lineTip, ref: LINE_ENTRY },
     ];
     const before = v2Sessions();
     // Protocol v2's answers are not filtered here: a pull request's ref would show.
@@ -74,13 +62,7 @@ describe('git:// looks', () => {
   });
 
   it('a sha256 repository: the first look learns its object format and asks again in it', async () => {
-    const bare = join(repo.root, 'sha256.git');
-    await git(repo.root, 'init', '--quiet', '--bare', '--object-format=sha256', bare);
-    const work = join(repo.root, 'sha256-work');
-    await git(repo.root, 'init', '--quiet', '--object-format=sha256', work);
-    await git(work, 'commit', '--quiet', '--allow-empty', '-m', 'initial pools');
-    await git(work, 'push', '--quiet', bare, 'HEAD:refs/heads/master');
-    const tip = (await git(bare, 'rev-parse', 'master')).trim();
+    const { bare, tip } = await sha256Repository(repo.root);
     const refs = looks(daemon.url(bare));
     for (let i = 0; i < 3; i++)
       expect(await refs.listRefs(LOOKED)).toEqual([{ id: tip, ref: 'refs/heads/master' }]);
@@ -106,7 +88,7 @@ describe('git:// looks', () => {
     for (let i = 0; i < 2; i++)
       expect(await refs.listRefs(LOOKED)).toEqual([
         { id: tip, ref: 'refs/heads/master' },
-        { id: lineTip, ref: `${LOOKED[1]}1-1000-abc` },
+        { id: lineTip, ref: LINE_ENTRY },
       ]);
   });
 

@@ -1,7 +1,6 @@
 // A put waiting on an HTTP(S) lock repository looks at the refs over one kept connection instead
 // of a new connection (and TLS handshake) per poll: counted at the server, `git http-backend`
 // behind basic auth.
-import { spawn } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { httpRefsFor } from '../../src/git/http-refs.js';
 import { parseAdvertisement, parseLsRefs } from '../../src/git/ls-refs.js';
@@ -12,6 +11,7 @@ import {
   servedOverHttp,
 } from '../helpers/http-git.js';
 import { git } from '../helpers/lock-repo.js';
+import { LINE_ENTRY, LOOKED, withHostedRefs } from '../helpers/looked-refs.js';
 import { startScript } from '../helpers/run-script.js';
 import { source } from '../helpers/source.js';
 import { scratchDir } from '../helpers/steps.js';
@@ -26,9 +26,6 @@ const served = (
   tls = false,
   options: { v0Only?: boolean } = {},
 ) => servedOverHttp(seed, { tls, ...options });
-
-/** What a put waiting in pool "pool" on branch master looks at: the branch and the line. */
-const LOOKED = ['refs/heads/master', 'refs/pool-resource/waiting/master/pool/'];
 
 const settings = (uri: string, extra: Partial<Parameters<typeof relayRoute>[0]> = {}) => ({
   uri,
@@ -131,17 +128,9 @@ describe('HttpRefs', () => {
 
   it('over protocol v2 asks only the branch and the line, however many refs the server has', async () => {
     const { repo: lockRepo, server: http, uri } = await served({ unclaimed: ['lock-a'] });
-    const tip = await lockRepo.tip();
-    const line = `${LOOKED[1]}1-1000-abc`;
     // A hosted repository advertises a pair of refs per pull request.
-    const pulls = Array.from({ length: 500 }, (_, n) => `create refs/pull/${n}/head ${tip}\n`);
-    await git(lockRepo.bare, 'update-ref', line, 'master');
-    await new Promise<void>((resolve, reject) => {
-      const child = spawn('git', ['update-ref', '--stdin'], { cwd: lockRepo.bare });
-      child.on('error', reject);
-      child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`exit ${code}`))));
-      child.stdin.end(pulls.join(''));
-    });
+    const tip = await withHostedRefs(lockRepo, 500);
+    const line = LINE_ENTRY;
     const refs = await looks(uri);
     const seen = http.requests.length;
     for (let i = 0; i < 3; i++)

@@ -1,18 +1,15 @@
 // A put waiting on an SSH lock repository looks at the refs on the run's shared connection: one
 // upload-pack asked protocol v2's ls-refs for the branch and the line, no git and no SSH program
 // started. Against OpenSSH's sshd on 127.0.0.1, with and without GIT_PROTOCOL accepted.
-import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { sshRefsFor, uploadPackInvocation } from '../../src/git/ssh-refs.js';
 import { startSshMux, type SshMux } from '../../src/transport/ssh-mux.js';
-import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
+import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
+import { LINE_ENTRY, LOOKED, sha256Repository, withHostedRefs } from '../helpers/looked-refs.js';
 import { generateKey, startSshd, type KeyPair, type Sshd } from '../helpers/sshd.js';
-
-/** What a put waiting in pool "pool" on branch master looks at: the branch and the line. */
-const LOOKED = ['refs/heads/master', 'refs/pool-resource/waiting/master/pool/'];
 
 let keysDir: string;
 let key: KeyPair;
@@ -26,18 +23,8 @@ beforeAll(async () => {
   keysDir = await mkdtemp(join(tmpdir(), 'pool-keys-'));
   key = await generateKey(keysDir, 'client', { type: 'ed25519' });
   repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
-  const tip = await repo.tip();
-  lineTip = tip;
-  await git(repo.bare, 'update-ref', `${LOOKED[1]}1-1000-abc`, tip);
   // A hosted repository advertises a pair of refs per pull request.
-  await new Promise<void>((resolve, reject) => {
-    const child = spawn('git', ['update-ref', '--stdin'], { cwd: repo.bare });
-    child.on('error', reject);
-    child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`exit ${code}`))));
-    child.stdin.end(
-      Array.from({ length: 300 }, (_, n) => `create refs/pull/${n}/head ${tip}\n`).join(''),
-    );
-  });
+  lineTip = await withHostedRefs(repo, 300);
 });
 
 afterAll(async () => {
@@ -80,7 +67,7 @@ describe('SSH looks', () => {
     const { refs, logins } = await looks();
     const expected = async () => [
       { id: await repo.tip(), ref: 'refs/heads/master' },
-      { id: lineTip, ref: `${LOOKED[1]}1-1000-abc` },
+      { id: lineTip, ref: LINE_ENTRY },
     ];
     for (let i = 0; i < 3; i++) expect(await refs.listRefs(LOOKED)).toEqual(await expected());
     await repo.commit('unclaiming: nothing', async () => undefined);
@@ -95,7 +82,7 @@ describe('SSH looks', () => {
     for (let i = 0; i < 3; i++)
       expect(await refs.listRefs(LOOKED)).toEqual([
         { id: await repo.tip(), ref: 'refs/heads/master' },
-        { id: lineTip, ref: `${LOOKED[1]}1-1000-abc` },
+        { id: lineTip, ref: LINE_ENTRY },
       ]);
     expect(logins()).toBe(1);
   });
@@ -123,13 +110,7 @@ describe('SSH looks', () => {
   }, 30_000);
 
   it('a sha256 repository: the first look learns its object format and asks again in it', async () => {
-    const bare = join(repo.root, 'sha256.git');
-    await git(repo.root, 'init', '--quiet', '--bare', '--object-format=sha256', bare);
-    const work = join(repo.root, 'sha256-work');
-    await git(repo.root, 'init', '--quiet', '--object-format=sha256', work);
-    await git(work, 'commit', '--quiet', '--allow-empty', '-m', 'initial pools');
-    await git(work, 'push', '--quiet', bare, 'HEAD:refs/heads/master');
-    const tip = (await git(bare, 'rev-parse', 'master')).trim();
+    const { bare, tip } = await sha256Repository(repo.root);
     const { refs, logins } = await looks([], { path: bare });
     for (let i = 0; i < 3; i++)
       expect(await refs.listRefs(LOOKED)).toEqual([{ id: tip, ref: 'refs/heads/master' }]);
