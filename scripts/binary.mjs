@@ -98,7 +98,8 @@ async function bundleAt(work) {
     // A single executable's require() loads only Node's own modules and warns on stderr for
     // any other; ssh2 tries its native parts inside try/catch, so they become modules that throw.
     plugins: [zodLocalesPlugin, nativeOptionalPlugin],
-    // The one import.meta.url (src/git/ssh-command.ts) is read only outside the executable.
+    // The import.meta.url of src/git/ssh-command.ts and src/base/node-http.ts are read only
+    // outside the executable.
     logOverride: { 'empty-import-meta': 'silent' },
     logLevel: 'warning',
   });
