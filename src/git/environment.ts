@@ -144,6 +144,14 @@ const PASS_THROUGH = [
 ];
 
 /**
+ * Whether git_config may send git elsewhere than the uri names (a url.<base>.insteadOf or
+ * pushInsteadOf): then only git knows which server, and over which transport, it talks to.
+ */
+export function rewritesUrls(gitConfig: GitSettings['gitConfig']): boolean {
+  return gitConfig.some(({ name }) => /^url\./i.test(name));
+}
+
+/**
  * `signal`: the run's cancellation; its abort lets the run's SSH connections close (see below).
  * `warn`: where the run's SSH connections say a host key was accepted unchecked (the log).
  */
@@ -253,8 +261,7 @@ async function fill(
   // cannot listen, the program connects on its own from the settings in its environment. Only
   // where git may go over SSH: an SSH uri, or a url.<base>.insteadOf that may lead there. Last,
   // so that nothing after it can fail and leave it listening.
-  const mayUseSsh =
-    isSshUri(source.uri) || source.gitConfig.some(({ name }) => /^url\./i.test(name));
+  const mayUseSsh = isSshUri(source.uri) || rewritesUrls(source.gitConfig);
   const mux = mayUseSsh
     ? await startSshMux(join(home, 'ssh.sock'), sshConfig, { warn }).catch((error: unknown) => {
         relay?.close();

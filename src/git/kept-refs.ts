@@ -3,6 +3,7 @@
 // connection (ssh-refs.ts); git:// with a connection of their own, as git's (daemon-refs.ts).
 // Where none applies (an SSH run that could not share its connection, a url.<base>.insteadOf
 // that may send git elsewhere), git is asked.
+import { rewritesUrls } from './environment.js';
 import type { Git } from './git.js';
 import { daemonRefsFor } from './daemon-refs.js';
 import { httpRefsFor } from './http-refs.js';
@@ -35,7 +36,7 @@ export function keptRefsFor(
 ): KeptRefs | undefined {
   // A url.<base>.insteadOf (or pushInsteadOf) may send git to another server than the uri names:
   // looking at the uri's would watch a branch nobody pushes to.
-  if (settings.gitConfig.some(({ name }) => /^url\./i.test(name))) return undefined;
+  if (rewritesUrls(settings.gitConfig)) return undefined;
   return (
     httpRefsFor(git.relay, settings, signal) ??
     sshRefsFor(git.mux, settings, signal) ??

@@ -41,7 +41,7 @@ import {
   speaksNoHttp,
 } from './http-messages.js';
 import { proxyRoute, tunnelThrough, type HttpProxy } from './http-proxy.js';
-import { caInfoOf, trustedAuthorities } from './http-trust.js';
+import { caInfoOf, isCaInfo, trustedAuthorities } from './http-trust.js';
 
 export interface HttpRelaySettings {
   uri: string;
@@ -87,7 +87,7 @@ export function relayRoute(
   const caInfo = caInfoOf(settings.gitConfig);
   if (caInfo !== undefined && !isAbsolute(caInfo)) return undefined;
   const others = settings.gitConfig.filter(
-    (entry) => !proxySettings.includes(entry) && !/^http\.sslcainfo$/i.test(entry.name),
+    (entry) => !proxySettings.includes(entry) && !isCaInfo(entry.name),
   );
   if (others.some(({ name }) => /^(http|url)\./i.test(name))) return undefined;
   // The last one, as git reads them.

@@ -16,11 +16,16 @@ export const SYSTEM_BUNDLES: readonly string[] = [
   '/etc/ssl/cert.pem', // Alpine
 ];
 
+/** Whether a git_config entry is `http.sslCAInfo` (any case, as git reads names). */
+export function isCaInfo(name: string): boolean {
+  return /^http\.sslcainfo$/i.test(name);
+}
+
 /** The file git_config's `http.sslCAInfo` names (the last one, as git reads them), if any. */
 export function caInfoOf(
   gitConfig: readonly { name: string; value: string }[],
 ): string | undefined {
-  return gitConfig.filter(({ name }) => /^http\.sslcainfo$/i.test(name)).at(-1)?.value;
+  return gitConfig.filter(({ name }) => isCaInfo(name)).at(-1)?.value;
 }
 
 /**
