@@ -1,7 +1,7 @@
 // Turns the JSON on stdin into typed, fully defaulted requests for check, in and out (one place,
 // so the three scripts validate alike and report every problem at once). The `source` they share
 // is source.ts's.
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { ConfigurationError } from '../base/errors.js';
 import { lockFilter, type LockFilter } from '../base/lock-match.js';
 import { lockNameProblem, printable } from '../base/lock-name.js';
@@ -87,7 +87,9 @@ const COMMIT_ID = /^[0-9a-f]{4,64}$/i;
 
 const anyRef = z.string({ error: 'invalid payload (version.ref must be a string)' });
 
-const commitRef = anyRef.regex(COMMIT_ID, 'invalid payload (version.ref must be a commit id)');
+const commitRef = anyRef.check(
+  z.regex(COMMIT_ID, 'invalid payload (version.ref must be a commit id)'),
+);
 
 const versionSchema = z.looseObject(
   { ref: commitRef },
@@ -96,62 +98,67 @@ const versionSchema = z.looseObject(
 
 const checkSchema = z.looseObject({
   // zod 4 treats a bare z.unknown() key as required; a missing source is reported by parseSource.
-  source: z.unknown().optional(),
-  version: z
-    .looseObject(
+  source: z.optional(z.unknown()),
+  version: z.nullish(
+    z.looseObject(
       // Any string: one that is not a commit id is a version no longer on the branch (§4).
-      { ref: anyRef.nullish() },
+      { ref: z.nullish(anyRef) },
       { error: 'invalid payload (version must be an object with a ref)' },
-    )
-    .nullish(),
+    ),
+  ),
 });
 
+const DEPTH_PROBLEM = 'invalid payload (params.depth must be a positive whole number)';
+
 const inSchema = z.looseObject({
-  source: z.unknown().optional(),
-  version: versionSchema.nullish(),
-  params: z
-    .looseObject(
+  source: z.optional(z.unknown()),
+  version: z.nullish(versionSchema),
+  params: z.nullish(
+    z.looseObject(
       {
-        depth: z
-          .number({ error: 'invalid payload (params.depth must be a positive whole number)' })
-          .int('invalid payload (params.depth must be a positive whole number)')
-          .positive('invalid payload (params.depth must be a positive whole number)')
-          .nullish(),
+        depth: z.nullish(
+          z.number({ error: DEPTH_PROBLEM }).check(z.int(DEPTH_PROBLEM), z.positive(DEPTH_PROBLEM)),
+        ),
       },
       { error: 'invalid payload (params must be an object)' },
-    )
-    .nullish(),
+    ),
+  ),
 });
 
 const stepParam = (field: string) =>
-  z
-    .string({ error: `invalid payload (${field} must be the name of a step folder)` })
-    .nullish()
-    .transform((value) => (value === '' || value === null ? undefined : value));
+  z.pipe(
+    z.nullish(z.string({ error: `invalid payload (${field} must be the name of a step folder)` })),
+    z.transform((value) => (value === '' || value === null ? undefined : value)),
+  );
+
+const COUNT_PROBLEM = `invalid payload (count must be a whole number from 1 to ${MAX_COUNT})`;
 
 const outParamsShape = {
-  acquire: z.boolean({ error: 'invalid payload (acquire must be true or false)' }).nullish(),
-  claim: z
-    .union(
-      [
-        z.string(),
-        z
-          .array(z.string(), {
-            error: 'invalid payload (claim must be a lock name or a list of them)',
-          })
-          .min(1, 'invalid payload (claim must not be an empty list)')
-          .max(MAX_COUNT, `invalid payload (claim lists more than ${MAX_COUNT} locks)`),
-      ],
-      { error: 'invalid payload (claim must be a lock name or a list of them)' },
-    )
-    .nullish()
-    .transform((value) => (value === '' || value === null ? undefined : value)),
-  count: z
-    .number({ error: `invalid payload (count must be a whole number from 1 to ${MAX_COUNT})` })
-    .int(`invalid payload (count must be a whole number from 1 to ${MAX_COUNT})`)
-    .min(1, `invalid payload (count must be a whole number from 1 to ${MAX_COUNT})`)
-    .max(MAX_COUNT, `invalid payload (count must be a whole number from 1 to ${MAX_COUNT})`)
-    .nullish(),
+  acquire: z.nullish(z.boolean({ error: 'invalid payload (acquire must be true or false)' })),
+  claim: z.pipe(
+    z.nullish(
+      z.union(
+        [
+          z.string(),
+          z
+            .array(z.string(), {
+              error: 'invalid payload (claim must be a lock name or a list of them)',
+            })
+            .check(
+              z.minLength(1, 'invalid payload (claim must not be an empty list)'),
+              z.maxLength(MAX_COUNT, `invalid payload (claim lists more than ${MAX_COUNT} locks)`),
+            ),
+        ],
+        { error: 'invalid payload (claim must be a lock name or a list of them)' },
+      ),
+    ),
+    z.transform((value) => (value === '' || value === null ? undefined : value)),
+  ),
+  count: z.nullish(
+    z
+      .number({ error: COUNT_PROBLEM })
+      .check(z.int(COUNT_PROBLEM), z.gte(1, COUNT_PROBLEM), z.lte(MAX_COUNT, COUNT_PROBLEM)),
+  ),
   release: stepParam('release'),
   add: stepParam('add'),
   add_claimed: stepParam('add_claimed'),
@@ -160,21 +167,21 @@ const outParamsShape = {
   check: stepParam('check'),
   check_unclaimed: stepParam('check_unclaimed'),
   renew: stepParam('renew'),
-  reap: z.boolean({ error: 'invalid payload (reap must be true or false)' }).nullish(),
-  wait_timeout: duration('wait_timeout', { allowZero: false }).nullish(),
+  reap: z.nullish(z.boolean({ error: 'invalid payload (reap must be true or false)' })),
+  wait_timeout: z.nullish(duration('wait_timeout', { allowZero: false })),
   match: matchField('match'),
   match_name: matchNameField('match_name'),
-  lease: leaseDuration('lease', { allowZero: false }).nullish(),
-  reclaim_expired: z
-    .boolean({ error: 'invalid payload (reclaim_expired must be true or false)' })
-    .nullish(),
+  lease: z.nullish(leaseDuration('lease', { allowZero: false })),
+  reclaim_expired: z.nullish(
+    z.boolean({ error: 'invalid payload (reclaim_expired must be true or false)' }),
+  ),
 };
 
 const outSchema = z.looseObject({
-  source: z.unknown().optional(),
-  params: z
-    .looseObject(outParamsShape, { error: 'invalid payload (params must be an object)' })
-    .nullish(),
+  source: z.optional(z.unknown()),
+  params: z.nullish(
+    z.looseObject(outParamsShape, { error: 'invalid payload (params must be an object)' }),
+  ),
 });
 
 function parseJson(text: string): unknown {
@@ -233,7 +240,7 @@ export async function parseSourceObject(raw: unknown): Promise<Parsed<Source>> {
  * What every script's request has in common: JSON, an object, a `source` (its problems first, as
  * the reference reports them), no unknown keys, and the script's own envelope `schema`.
  */
-async function readEnvelope<Schema extends z.ZodType>(text: string, schema: Schema) {
+async function readEnvelope<Schema extends z.ZodMiniType>(text: string, schema: Schema) {
   const raw = parseJson(text);
   expectObject(raw);
   const problems: string[] = [];
@@ -324,7 +331,7 @@ export async function parseOutRequest(text: string): Promise<Parsed<OutRequest>>
   );
 }
 
-type OutParams = z.infer<z.ZodObject<typeof outParamsShape>>;
+type OutParams = z.infer<z.ZodMiniObject<typeof outParamsShape>>;
 
 /** An acquire and its filter: `match` and `match_name` in params each replace the source's. */
 function acquiring(params: Partial<OutParams>, source: Source): OutOperation {

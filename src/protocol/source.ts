@@ -1,6 +1,6 @@
 // `source`: the lock repository and how to reach it, parsed into a typed, fully defaulted value
 // (durations in milliseconds, credentials moved out of the URI), every problem named at once.
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import type { MetadataMatch } from '../base/lock-match.js';
 import { poolNameProblem, printable } from '../base/lock-name.js';
 import { POOL_EVENTS, type PoolEvent } from '../base/pool-event.js';
@@ -71,75 +71,86 @@ const PROXY_PORT_PROBLEM = 'invalid payload (https_tunnel.proxy_port must be a p
 
 const SOURCE_SHAPE = {
   // The URI is never quoted back: it may carry credentials.
-  uri: requiredString('uri').superRefine((uri, ctx) => {
-    // git would read a leading "-" as an option (`git remote add origin -x`).
-    if (uri.startsWith('-'))
-      ctx.addIssue({ code: 'custom', message: 'invalid payload (uri must not start with "-")' });
-    // eslint-disable-next-line no-control-regex
-    else if (/[\u0000-\u001f\u007f]/.test(uri))
-      ctx.addIssue({
-        code: 'custom',
-        message: 'invalid payload (uri contains a control character)',
-      });
-  }),
-  branch: requiredString('branch').refine((branch) => isSafeBranch(branch), {
-    message: 'invalid payload (branch is not a valid branch name)',
-  }),
-  pool: requiredString('pool').superRefine((pool, ctx) => {
-    // An empty pool already reads "missing pool".
-    const problem = pool === '' ? undefined : poolNameProblem(pool);
-    if (problem) ctx.addIssue({ code: 'custom', message: `invalid payload (pool ${problem})` });
-  }),
+  uri: requiredString('uri').check(
+    z.superRefine((uri, ctx) => {
+      // git would read a leading "-" as an option (`git remote add origin -x`).
+      if (uri.startsWith('-'))
+        ctx.addIssue({ code: 'custom', message: 'invalid payload (uri must not start with "-")' });
+      // eslint-disable-next-line no-control-regex
+      else if (/[\u0000-\u001f\u007f]/.test(uri))
+        ctx.addIssue({
+          code: 'custom',
+          message: 'invalid payload (uri contains a control character)',
+        });
+    }),
+  ),
+  branch: requiredString('branch').check(
+    z.refine((branch) => isSafeBranch(branch), {
+      message: 'invalid payload (branch is not a valid branch name)',
+    }),
+  ),
+  pool: requiredString('pool').check(
+    z.superRefine((pool, ctx) => {
+      // An empty pool already reads "missing pool".
+      const problem = pool === '' ? undefined : poolNameProblem(pool);
+      if (problem) ctx.addIssue({ code: 'custom', message: `invalid payload (pool ${problem})` });
+    }),
+  ),
   private_key: optionalString('private_key'),
   private_key_passphrase: optionalString('private_key_passphrase'),
   private_key_user: optionalString('private_key_user'),
   forward_agent: optionalBoolean('forward_agent'),
   username: optionalString('username'),
   password: optionalString('password'),
-  git_config: z
-    .array(
-      z.object(
-        {
-          name: z
-            .string({ error: 'invalid payload (git_config entries need a string name)' })
-            .min(1, 'invalid payload (git_config entries need a name)')
-            .superRefine((name, ctx) => {
-              const problem = gitConfigKeyProblem(name);
-              if (problem)
-                ctx.addIssue({
-                  code: 'custom',
-                  message: `invalid payload (git_config: "${printable(name)}" ${problem})`,
-                });
-            }),
-          value: z
-            .union([z.string(), z.number(), z.boolean()], {
-              error: 'invalid payload (git_config entries need a string value)',
-            })
-            .transform(String),
-        },
+  git_config: z.pipe(
+    z.nullish(
+      z.array(
+        z.object(
+          {
+            name: z
+              .string({ error: 'invalid payload (git_config entries need a string name)' })
+              .check(
+                z.minLength(1, 'invalid payload (git_config entries need a name)'),
+                z.superRefine((name, ctx) => {
+                  const problem = gitConfigKeyProblem(name);
+                  if (problem)
+                    ctx.addIssue({
+                      code: 'custom',
+                      message: `invalid payload (git_config: "${printable(name)}" ${problem})`,
+                    });
+                }),
+              ),
+            value: z.pipe(
+              z.union([z.string(), z.number(), z.boolean()], {
+                error: 'invalid payload (git_config entries need a string value)',
+              }),
+              z.transform(String),
+            ),
+          },
+          { error: 'invalid payload (git_config must be a list of {name, value})' },
+        ),
         { error: 'invalid payload (git_config must be a list of {name, value})' },
       ),
-      { error: 'invalid payload (git_config must be a list of {name, value})' },
-    )
-    .nullish()
-    .transform((entries) => entries ?? []),
-  retry_delay: duration('retry_delay', { allowZero: true }).nullish(),
-  https_tunnel: z
-    .object(
+    ),
+    z.transform((entries) => entries ?? []),
+  ),
+  retry_delay: z.nullish(duration('retry_delay', { allowZero: true })),
+  https_tunnel: z.nullish(
+    z.object(
       {
         proxy_host: requiredString('https_tunnel.proxy_host'),
         proxy_port: z.union(
           [
             z
               .number()
-              .int(PROXY_PORT_PROBLEM)
-              .min(1, PROXY_PORT_PROBLEM)
-              .max(65535, PROXY_PORT_PROBLEM),
+              .check(
+                z.int(PROXY_PORT_PROBLEM),
+                z.gte(1, PROXY_PORT_PROBLEM),
+                z.lte(65535, PROXY_PORT_PROBLEM),
+              ),
             z
-              .string()
-              .regex(/^\d{1,5}$/, PROXY_PORT_PROBLEM)
-              .transform(Number)
-              .refine((port) => port >= 1 && port <= 65535, PROXY_PORT_PROBLEM),
+              .pipe(z.string().check(z.regex(/^\d{1,5}$/, PROXY_PORT_PROBLEM)), z.transform(Number))
+              .check(z.refine((port: number) => port >= 1 && port <= 65535, PROXY_PORT_PROBLEM)),
           ],
           { error: PROXY_PORT_PROBLEM },
         ),
@@ -147,24 +158,24 @@ const SOURCE_SHAPE = {
         proxy_password: optionalString('https_tunnel.proxy_password'),
       },
       { error: 'invalid payload (https_tunnel must be an object)' },
-    )
-    .nullish(),
+    ),
+  ),
   skip_ssl_verification: optionalBoolean('skip_ssl_verification'),
   known_hosts: optionalString('known_hosts'),
-  git_timeout: duration('git_timeout', { allowZero: false }).nullish(),
+  git_timeout: z.nullish(duration('git_timeout', { allowZero: false })),
   check_events: checkEvents(),
   check_locks: checkLocks(),
   match: matchField('match'),
   match_name: matchNameField('match_name'),
-  lease: leaseDuration('lease', { allowZero: false }).nullish(),
+  lease: z.nullish(leaseDuration('lease', { allowZero: false })),
   // Zero is a choice: clocks known to agree need no room.
-  lease_grace: leaseDuration('lease_grace', { allowZero: true }).nullish(),
+  lease_grace: z.nullish(leaseDuration('lease_grace', { allowZero: true })),
   reclaim_expired: optionalBoolean('reclaim_expired'),
 };
 
-const sourceSchema = z
-  .looseObject(SOURCE_SHAPE, { error: 'invalid payload (source must be an object)' })
-  .transform((raw): Source => ({
+const sourceSchema = z.pipe(
+  z.looseObject(SOURCE_SHAPE, { error: 'invalid payload (source must be an object)' }),
+  z.transform((raw): Source => ({
     ...httpAuth(raw.uri, raw.username, raw.password),
     branch: raw.branch,
     pool: raw.pool,
@@ -192,30 +203,42 @@ const sourceSchema = z
     leaseMs: raw.lease ?? undefined,
     leaseGraceMs: raw.lease_grace ?? DEFAULT_LEASE_GRACE_MS,
     reclaimExpired: raw.reclaim_expired,
-  }));
+  })),
+);
 
 /** `check_events`: a list of event names, each known (a misspelling is named with its fix). */
 function checkEvents() {
   const shape = `invalid payload (check_events must be a list of events: ${EVENT_NAMES})`;
-  return z
-    .array(z.string({ error: shape }), { error: shape })
-    .min(1, `invalid payload (check_events must name at least one event: ${EVENT_NAMES})`)
-    .nullish()
-    .superRefine((names, ctx) => {
-      const unknown = (names ?? []).filter((name) => !isPoolEvent(name));
-      if (unknown.length === 0) return;
-      // A screenful at most, however long the list.
-      const named = unknown.slice(0, 5).map((name) => {
-        const suggestion = suggestField(name, POOL_EVENTS);
-        const hint = suggestion === undefined ? '' : ` (did you mean "${suggestion}"?)`;
-        return `"${printable(name)}"${hint}`;
-      });
-      ctx.addIssue({
-        code: 'custom',
-        message: `invalid payload (check_events: unknown event${unknown.length > 1 ? 's' : ''} ${named.join(', ')}${unknown.length > 5 ? ', …' : ''}; the events are ${EVENT_NAMES})`,
-      });
-    })
-    .transform((names) => (names ? [...new Set(names.filter(isPoolEvent))] : undefined));
+  return z.pipe(
+    z
+      .nullish(
+        z
+          .array(z.string({ error: shape }), { error: shape })
+          .check(
+            z.minLength(
+              1,
+              `invalid payload (check_events must name at least one event: ${EVENT_NAMES})`,
+            ),
+          ),
+      )
+      .check(
+        z.superRefine((names, ctx) => {
+          const unknown = (names ?? []).filter((name) => !isPoolEvent(name));
+          if (unknown.length === 0) return;
+          // A screenful at most, however long the list.
+          const named = unknown.slice(0, 5).map((name) => {
+            const suggestion = suggestField(name, POOL_EVENTS);
+            const hint = suggestion === undefined ? '' : ` (did you mean "${suggestion}"?)`;
+            return `"${printable(name)}"${hint}`;
+          });
+          ctx.addIssue({
+            code: 'custom',
+            message: `invalid payload (check_events: unknown event${unknown.length > 1 ? 's' : ''} ${named.join(', ')}${unknown.length > 5 ? ', …' : ''}; the events are ${EVENT_NAMES})`,
+          });
+        }),
+      ),
+    z.transform((names) => (names ? [...new Set(names.filter(isPoolEvent))] : undefined)),
+  );
 }
 
 function isPoolEvent(name: string): name is PoolEvent {
@@ -226,10 +249,16 @@ function isPoolEvent(name: string): name is PoolEvent {
 function checkLocks() {
   const shape =
     'invalid payload (check_locks must be a list of lock names or globs such as "env-*")';
-  return z
-    .array(z.string({ error: shape }).min(1, shape), { error: shape })
-    .min(1, 'invalid payload (check_locks must name at least one lock or glob such as "env-*")')
-    .nullish();
+  return z.nullish(
+    z
+      .array(z.string({ error: shape }).check(z.minLength(1, shape)), { error: shape })
+      .check(
+        z.minLength(
+          1,
+          'invalid payload (check_locks must name at least one lock or glob such as "env-*")',
+        ),
+      ),
+  );
 }
 
 /**
