@@ -12,11 +12,13 @@ import {
   CHANGE_LOG_FORMAT,
   isRegularFile,
   lockAtPath,
+  objectType,
   parseChangeLog,
   parseHolderLog,
-  parseNameLog,
+  parseRawLog,
   parseTree,
   type ChangeLogRecord,
+  type RawChange,
 } from './git-output.js';
 import {
   claimFromTrailers,
@@ -43,12 +45,21 @@ export interface LockAtCommit {
   name: string;
 }
 
+/** Where a lock sits at a commit, and its file's object id there (lockAt). */
+export interface LockFile {
+  state: LockState;
+  blob: string;
+  regular: boolean;
+}
+
 /** Which of the pool's commits a filtered `check` reports (see pool-events.ts). */
 export type CommitTest = (record: ChangeLogRecord) => boolean;
 
 export class BranchHistory {
   private depth = 0;
   private readonly copy: BranchCopy;
+  /** What the commit lockCommitAt found last changed, as its log printed it. */
+  private lockCommitChanges: { commit: string; changes: RawChange[] } | undefined;
 
   constructor(
     git: Git,
@@ -128,21 +139,26 @@ export class BranchHistory {
   async lockCommitAt(commit: string, pool: string): Promise<LockAtCommit | undefined> {
     for (;;) {
       const shallow = await this.shallowCommits();
+      // --raw rather than --name-only: what each path holds after the commit comes with it, so
+      // lockAt on that commit needs no ls-tree.
       const log = await this.run([
         'log',
         '-z',
         '--no-renames',
-        '--name-only',
+        '--raw',
+        '--no-abbrev',
         '--format=%x01%H',
         commit,
         '--',
         `${pool}/`,
       ]);
-      for (const { commit: sha, paths } of parseNameLog(log)) {
+      for (const { commit: sha, changes } of parseRawLog(log)) {
         if (shallow.has(sha)) break;
-        for (const path of paths) {
+        for (const { path } of changes) {
           const lock = lockAtPath(pool, path);
-          if (lock) return { commit: sha, name: lock.name };
+          if (!lock) continue;
+          this.lockCommitChanges = { commit: sha, changes };
+          return { commit: sha, name: lock.name };
         }
       }
       if (!(await this.deepen())) return undefined;
@@ -150,11 +166,9 @@ export class BranchHistory {
   }
 
   /** Where the lock sits at `commit`, and its file's object id there. */
-  async lockAt(
-    commit: string,
-    pool: string,
-    name: string,
-  ): Promise<{ state: LockState; blob: string; regular: boolean } | undefined> {
+  async lockAt(commit: string, pool: string, name: string): Promise<LockFile | undefined> {
+    const changed = this.changedLockAt(commit, pool, name);
+    if (changed !== 'unknown') return changed;
     const out = await this.run([
       'ls-tree',
       '-z',
@@ -173,8 +187,43 @@ export class BranchHistory {
     return undefined;
   }
 
+  /**
+   * lockAt answered from what the commit lockCommitAt found changed, where that settles it: as
+   * ls-tree lists the claimed file before the unclaimed one, a claimed file the commit wrote is
+   * the answer, and one it deleted leaves the unclaimed file's change to say. 'unknown' where
+   * the commit did not touch what decides (ls-tree is asked then).
+   */
+  private changedLockAt(
+    commit: string,
+    pool: string,
+    name: string,
+  ): LockFile | undefined | 'unknown' {
+    if (this.lockCommitChanges?.commit !== commit) return 'unknown';
+    const { changes } = this.lockCommitChanges;
+    const claimed = lockPath(pool, 'claimed', name);
+    const unclaimed = lockPath(pool, 'unclaimed', name);
+    // A lock file that became a folder, or a folder that became one, shows as the files inside.
+    if (
+      changes.some(({ path }) => path.startsWith(`${claimed}/`) || path.startsWith(`${unclaimed}/`))
+    )
+      return 'unknown';
+    const file = (state: LockState, { mode, id }: RawChange): LockFile => ({
+      state,
+      blob: id,
+      regular: isRegularFile({ mode, type: objectType(mode) }),
+    });
+    const claimedChange = changes.find(({ path }) => path === claimed);
+    if (!claimedChange) return 'unknown';
+    if (claimedChange.status !== 'D') return file('claimed', claimedChange);
+    const unclaimedChange = changes.find(({ path }) => path === unclaimed);
+    if (!unclaimedChange) return 'unknown';
+    return unclaimedChange.status === 'D' ? undefined : file('unclaimed', unclaimedChange);
+  }
+
   /** Whether a commit after `commit` (up to the tip) touched `path`. */
   async touchedSince(commit: string, path: string): Promise<boolean> {
+    // Nothing comes after the tip (the commit `in` is asked about right after a put).
+    if (commit === this.tip) return false;
     // --count always prints (see fetch), and answers in one quick command.
     const count = await this.run(['rev-list', '--count', `${commit}..${this.tip}`, '--', path]);
     return count.trim() !== '0';

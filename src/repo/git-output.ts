@@ -130,15 +130,39 @@ export function parseShallow(text: string): Set<string> {
   return new Set(text.split('\n').filter(Boolean));
 }
 
-/** `git log -z --name-only --format=%x01%H`: each commit with the paths it touched. */
-export function parseNameLog(out: string): { commit: string; paths: string[] }[] {
+/** One path a commit changed, as `git log --raw` tells it. */
+export interface RawChange {
+  /** `A` added, `D` deleted, `M` modified, `T` its type changed. */
+  status: string;
+  /** The path's mode and object after the commit (zeros when deleted). */
+  mode: string;
+  id: string;
+  path: string;
+}
+
+/**
+ * `git log -z --raw --no-renames --no-abbrev --format=%x01%H`: each commit with the paths it
+ * changed, and what each holds after it.
+ */
+export function parseRawLog(out: string): { commit: string; changes: RawChange[] }[] {
   return out
     .split('\x01')
     .slice(1)
     .map((record) => {
-      const [header = '', ...paths] = record.split(/\n|\0/).filter((part) => part !== '');
-      return { commit: header.trim(), paths };
+      const [header = '', ...parts] = record.split('\0');
+      const changes: RawChange[] = [];
+      // `:oldmode newmode oldid newid status`, then the path: a NUL after each.
+      for (let index = 0; index + 1 < parts.length; index += 2) {
+        const [, mode = '', , id = '', status = ''] = parts[index]!.trim().slice(1).split(' ');
+        changes.push({ status, mode, id, path: parts[index + 1]! });
+      }
+      return { commit: header.trim(), changes };
     });
+}
+
+/** The kind of object a tree entry of `mode` names, as ls-tree says it. */
+export function objectType(mode: string): string {
+  return mode === '040000' ? 'tree' : mode === '160000' ? 'commit' : 'blob';
 }
 
 const RECORD = '\x1e';

@@ -81,8 +81,10 @@ describe('git processes per operation', () => {
     const fetched = await counted('in', { version: (acquire.response as Response).version }, [
       join(await scratchDir(), 'lock'),
     ]);
-    // The claim's trailers come with the log that reads its lease: no `git show` of its own.
-    expect(fetched.started).toEqual(['clone', 'log', 'ls-tree', 'rev-list', 'log', 'unpack-file']);
+    // The claim's trailers come with the log that reads its lease: no `git show` of its own. The
+    // log that finds the claim says what its lock file holds (no ls-tree), and nothing can have
+    // touched the lock after the tip (no rev-list).
+    expect(fetched.started).toEqual(['clone', 'log', 'log', 'unpack-file']);
 
     const release = await counted('out', { params: { release: 'lock' } }, [
       await lockStep('lock-a'),

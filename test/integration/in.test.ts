@@ -1,6 +1,6 @@
 // `in` with the request Concourse sends (in-process): the lock a version's commit is about,
 // written byte for byte, and the refusal to hand out a claim that was given up since.
-import { readdir, readFile, writeFile } from 'node:fs/promises';
+import { readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startGitDaemon } from '../helpers/git-daemon.js';
@@ -99,6 +99,30 @@ describe('in', () => {
     expect(succeeded(result)).toEqual(lockResponse(removal, 'lock-b'));
     expect(await readdir(dest).catch(() => [])).toEqual([]);
     expect(result.stderr).toContain('lock "lock-b" was removed from pool "pool"');
+  });
+
+  it('refuses a lock its commit made a symlink, writing nothing', async () => {
+    // What the lock's file is at the version comes from that commit's own log: a link is no
+    // more a lock file there than ls-tree would call it one.
+    const linked = await repo.commit('claiming: lock-b', async (work) => {
+      await rm(join(work, 'pool/unclaimed/lock-b'));
+      await symlink('/etc/passwd', join(work, 'pool/claimed/lock-b'));
+    });
+    const { result, dest } = await fetchLock(linked);
+    refused(result, /lock "lock-b" in pool "pool" is not a regular file at /);
+    expect(await readdir(dest).catch(() => [])).toEqual([]);
+  });
+
+  it('hands out the unclaimed copy of a lock left in both folders once the claimed one goes', async () => {
+    await repo.commit('a copy of lock-a in claimed/ too', async (work) => {
+      await writeFile(join(work, 'pool/claimed/lock-a'), 'stray copy\n');
+    });
+    const cleanup = await repo.commit('removing the stray copy of lock-a', async (work) => {
+      await rm(join(work, 'pool/claimed/lock-a'));
+    });
+    const { result, dest } = await fetchLock(cleanup);
+    expect(succeeded(result)).toEqual(lockResponse(cleanup, 'lock-a'));
+    expect(await written(dest)).toEqual({ name: 'lock-a\n', metadata: BINARY });
   });
 
   it('skips over commits about other pools to the lock of this pool', async () => {

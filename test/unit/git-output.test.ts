@@ -10,13 +10,14 @@ import {
   fastImportCommit,
   fastImportCommits,
   lockAtPath,
+  objectType,
   parseFetchHead,
   parseChangeLog,
   parseHolderLog,
   parseLsRemote,
   parseMark,
   parseMarks,
-  parseNameLog,
+  parseRawLog,
   parseShallow,
   parseTree,
   poolEntries,
@@ -57,10 +58,17 @@ const LS_REMOTE =
   `${TIP}\trefs/heads/master\n` +
   `${TIP}\trefs/pool-resource/waiting/master/p/1700000000000-1000-aaaa\n`;
 
-/** `git log -z --no-renames --name-only --format=%x01%H HEAD -- p/` */
-const NAME_LOG =
-  `\x01${TIP}\0\np/claimed/a\0p/unclaimed/a\0` +
-  `\x01${INIT}\0\np/claimed/.gitkeep\0p/claimed/link\0p/unclaimed/.gitkeep\0p/unclaimed/a\0p/unclaimed/dir/f\0p/unclaimed/tab\tx\0`;
+/** `git log -z --raw --no-renames --no-abbrev --format=%x01%H HEAD -- p/` */
+const ZERO = '0'.repeat(40);
+const RAW_LOG =
+  `\x01${TIP}\0\n:000000 100644 ${ZERO} ${EMPTY} A\0p/claimed/a\0` +
+  `:100644 000000 ${EMPTY} ${ZERO} D\0p/unclaimed/a\0` +
+  `\x01${INIT}\0\n:000000 100644 ${ZERO} ${EMPTY} A\0p/claimed/.gitkeep\0` +
+  `:000000 120000 ${ZERO} 3594e94c04db171e2767224db355f514b13715c5 A\0p/claimed/link\0` +
+  `:000000 100644 ${ZERO} ${EMPTY} A\0p/unclaimed/.gitkeep\0` +
+  `:000000 100644 ${ZERO} ${EMPTY} A\0p/unclaimed/a\0` +
+  `:000000 100644 ${ZERO} ${EMPTY} A\0p/unclaimed/dir/f\0` +
+  `:000000 100644 ${ZERO} ${EMPTY} A\0p/unclaimed/tab\tx\0`;
 
 /** `git log -z --no-renames --diff-filter=A --name-only --format=HOLDER_LOG_FORMAT HEAD -- p/claimed/a p/unclaimed/b` */
 const HOLDER_LOG =
@@ -168,12 +176,37 @@ describe('parseShallow', () => {
   });
 });
 
-describe('parseNameLog', () => {
-  it('gives each commit, newest first, with the paths it touched', () => {
-    const log = parseNameLog(NAME_LOG);
+describe('parseRawLog', () => {
+  it('gives each commit, newest first, with what each path holds after it', () => {
+    const log = parseRawLog(RAW_LOG);
     expect(log.map(({ commit }) => commit)).toEqual([TIP, INIT]);
-    expect(log[0]!.paths).toEqual(['p/claimed/a', 'p/unclaimed/a']);
-    expect(log[1]!.paths).toContain('p/unclaimed/tab\tx');
+    expect(log[0]!.changes).toEqual([
+      { status: 'A', mode: '100644', id: EMPTY, path: 'p/claimed/a' },
+      { status: 'D', mode: '000000', id: ZERO, path: 'p/unclaimed/a' },
+    ]);
+    expect(log[1]!.changes).toContainEqual({
+      status: 'A',
+      mode: '120000',
+      id: '3594e94c04db171e2767224db355f514b13715c5',
+      path: 'p/claimed/link',
+    });
+    expect(log[1]!.changes.map(({ path }) => path)).toContain('p/unclaimed/tab\tx');
+  });
+
+  it('reads a log that printed no commit', () => {
+    expect(parseRawLog('')).toEqual([]);
+  });
+});
+
+describe('objectType', () => {
+  it.each([
+    ['100644', 'blob'],
+    ['100755', 'blob'],
+    ['120000', 'blob'],
+    ['040000', 'tree'],
+    ['160000', 'commit'],
+  ])('%s is a %s, as ls-tree says', (mode, type) => {
+    expect(objectType(mode)).toBe(type);
   });
 });
 
