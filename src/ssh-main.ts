@@ -66,6 +66,7 @@ export async function sshMain(args: string[]): Promise<void> {
           signal: controller.signal,
         });
   }
-  // Pending writes reach git before we go; stdin may still be open, so exit explicitly.
-  process.stdout.write('', () => process.stderr.write('', () => process.exit(code)));
+  // Nothing more goes to git: ending our output lets pending writes reach it first. stdin may
+  // still be open, so exit explicitly once they have.
+  process.stdout.end(() => process.stderr.end(() => process.exit(code)));
 }
