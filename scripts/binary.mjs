@@ -98,7 +98,7 @@ async function bundleAt(work) {
     // A single executable's require() loads only Node's own modules and warns on stderr for
     // any other; ssh2 tries its native parts inside try/catch, so they become modules that throw.
     plugins: [zodLocalesPlugin, nativeOptionalPlugin],
-    // The import.meta.url of src/git/ssh-command.ts and src/base/node-http.ts are read only
+    // The import.meta.url of src/git/ssh-command.ts and src/base/lazy-builtins.ts are read only
     // outside the executable.
     logOverride: { 'empty-import-meta': 'silent' },
     logLevel: 'warning',

@@ -1,6 +1,5 @@
 // The only module that touches `process`: stdin, argv, env, signals, stdout, exit code. Each
 // script is `main(command)`: read the request, run the command, write one JSON document.
-import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { CommandContext } from './run/context.js';
 import { CancelledError, ConfigurationError, describeError } from './base/errors.js';
@@ -8,6 +7,7 @@ import { descendantsOf, GIT_STOP_SIGNAL, signalProcesses } from './git/child-pro
 import type { Clock } from './lock/retry.js';
 import { ABORT_BUDGET_MS, HARD_EXIT_MS, SETTLE_MS } from './base/stop-budget.js';
 import { Logger } from './base/logger.js';
+import { randomUuid } from './base/lazy-builtins.js';
 
 const SIGNAL_NUMBERS = { SIGHUP: 1, SIGINT: 2, SIGTERM: 15 } as const;
 type StopSignal = keyof typeof SIGNAL_NUMBERS;
@@ -71,7 +71,7 @@ export async function main(command: Command, options: MainOptions = {}): Promise
     log,
     signal: controller.signal,
     clock: systemClock,
-    newToken: () => randomUUID(),
+    newToken: randomUuid,
     onAbort: (task) => abortTasks.push(task),
     onExit: (task) => exitTasks.push(task),
     onForcedExit: (task) => forcedExitTasks.push(task),

@@ -1,7 +1,7 @@
 // What git prints about a copy of the branch, read into values, the one stream written to it
 // (fast-import) and the id git gives a blob: pure functions, tested on recorded git 2.39 output, so every reader of the branch
 // reads it the same way, lock-name rules included.
-import { createHash } from 'node:crypto';
+import { nodeCrypto } from '../base/lazy-builtins.js';
 import { lockNameProblem } from '../base/lock-name.js';
 import type { LockState } from '../lock/pool-state.js';
 
@@ -350,7 +350,7 @@ export function quotePath(path: string): string {
 
 /** The object id git gives a blob with these bytes (SHA-1 or SHA-256, by the repository's ids). */
 export function blobId(content: Buffer, idLength: number): string {
-  const hash = createHash(idLength === 64 ? 'sha256' : 'sha1');
+  const hash = nodeCrypto().createHash(idLength === 64 ? 'sha256' : 'sha1');
   hash.update(`blob ${content.length}\0`);
   hash.update(content);
   return hash.digest('hex');

@@ -17,10 +17,9 @@
 // either: http-trust.ts, …) or an answer the relay does not pass on (a redirect) turns the relay
 // off for the run: git then connects on its own, and the command that met it runs again that way
 // (git/git.ts), so whatever stands in the way is reported in git's own words.
-import { randomBytes } from 'node:crypto';
 import { isAbsolute } from 'node:path';
 import { basicCredentials } from '../base/basic-auth.js';
-import { nodeHttp } from '../base/node-http.js';
+import { nodeCrypto, nodeHttp } from '../base/lazy-builtins.js';
 import type {
   Agent,
   ClientRequest,
@@ -127,7 +126,7 @@ export class HttpRelay {
   /** The relay's address for git. */
   private readonly base: string;
   /** What a request must carry in RELAY_TOKEN_HEADER to be forwarded. */
-  private readonly token = randomBytes(16).toString('hex');
+  private readonly token = nodeCrypto().randomBytes(16).toString('hex');
   /**
    * upload-pack's capability advertisement in protocol v2, which every fetch asks for first and
    * which lists no refs: the same all run long, so the server is asked once (a request and an

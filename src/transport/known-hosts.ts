@@ -1,7 +1,7 @@
 // `source.known_hosts`: OpenSSH known_hosts lines that pin the server's host key. Supports what
 // `ssh-keyscan` and `~/.ssh/known_hosts` contain: comma-separated host patterns with `*`, `?`
 // and `!` negation, `[host]:port` for other ports, hashed `|1|salt|hash` names, `@revoked`.
-import { createHmac } from 'node:crypto';
+import { nodeCrypto } from '../base/lazy-builtins.js';
 
 export interface KnownHostEntry {
   marker?: 'revoked' | 'cert-authority';
@@ -67,7 +67,10 @@ export function matchesHost(patterns: readonly string[], host: string, port: num
 function hashedMatches(pattern: string, name: string): boolean {
   const [, , salt, hash] = pattern.split('|');
   if (!salt || !hash) return false;
-  const digest = createHmac('sha1', Buffer.from(salt, 'base64')).update(name).digest('base64');
+  const digest = nodeCrypto()
+    .createHmac('sha1', Buffer.from(salt, 'base64'))
+    .update(name)
+    .digest('base64');
   return digest === hash;
 }
 

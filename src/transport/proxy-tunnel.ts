@@ -2,7 +2,7 @@
 // with proxy basic auth. The answer is the raw socket ssh2 then speaks SSH over.
 import type { Socket } from 'node:net';
 import { basicCredentials } from '../base/basic-auth.js';
-import { nodeHttp } from '../base/node-http.js';
+import { nodeHttp } from '../base/lazy-builtins.js';
 
 export interface TunnelOptions {
   proxyHost: string;

@@ -126,6 +126,38 @@ describe('the packaged resource', () => {
     expect(JSON.parse(checked.stdout)).toEqual([{ ref: acquiredRef }, { ref: releasedRef }]);
   });
 
+  it('loads neither node:crypto nor node:http for an acquire, its get and the release', async () => {
+    // Each costs every start that loads it (src/base/lazy-builtins.ts): a run over git:// needs
+    // neither. A preload notes the modules Node loaded by the time each script exits.
+    repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
+    const source = lockSource(repo);
+    const build = await mkdtemp(join(scratch, 'build-'));
+    const loaded = join(build, 'loaded');
+    const preload = join(build, 'preload.cjs');
+    await writeFile(
+      preload,
+      `process.on('exit', () => require('node:fs').appendFileSync(${JSON.stringify(loaded)}, process.moduleLoadList.join('\\n') + '\\n'));\n`,
+    );
+    const run = (script: string, request: unknown, args: string[]) =>
+      runScript(script, request, {
+        assets: payload,
+        args,
+        env: { ...env, NODE_OPTIONS: `--require ${preload}` },
+      });
+
+    const acquired = await run('out', { source, params: { acquire: true } }, [build]);
+    expect(acquired.code).toBe(0);
+    const version = JSON.parse(acquired.stdout).version;
+    expect((await run('in', { source, version }, [join(build, 'lock')])).code).toBe(0);
+    expect((await run('out', { source, params: { release: 'lock' } }, [build])).code).toBe(0);
+    expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
+
+    const modules = (await readFile(loaded, 'utf8')).split('\n');
+    // Three runs noted what they loaded: the preload works, and the list names Node's modules.
+    expect(modules.filter((module) => module === 'NativeModule child_process')).toHaveLength(3);
+    expect(modules.filter((module) => /^NativeModule (crypto|http)$/.test(module))).toEqual([]);
+  });
+
   it('stops at once on SIGTERM while waiting for a lock', async () => {
     repo = await createLockRepo({ pool: { claimed: ['lock-a'] } });
     const source = lockSource(repo);
