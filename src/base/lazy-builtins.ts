@@ -4,9 +4,10 @@
 //   `WebSocket` and the other fetch classes among them: that loads Node's fetch (undici) with TLS
 //   and HTTP/2, 10-15 ms of every start on Node 24 (measured), though the resource never uses
 //   them. Loading it as CommonJS reads only what is asked for.
-// - node:crypto: loading it at all took about 6 ms of every start on Node 24 (measured), and most
-//   runs need none of it: a claim token comes from randomUuid() below, and the hashes of a
-//   `check`, a blob id or a known_hosts line are computed only where one is asked for.
+// - node:crypto: loading it at all took about 6 ms of every start on Node 24 (measured), and only
+//   `check` needs it at every run (its cache key): a claim token comes from randomUuid() below,
+//   and a blob id, a hashed known_hosts name or the HTTP relay's token load it when first asked
+//   for.
 import { closeSync, openSync, readSync } from 'node:fs';
 import { createRequire } from 'node:module';
 

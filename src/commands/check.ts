@@ -1,10 +1,10 @@
 // `check`: the commits on the branch that touched the pool, oldest first (those of the kinds and
 // locks that check_events and check_locks name, when set).
-import { createHash } from 'node:crypto';
 import { readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CommandContext } from '../run/context.js';
 import { GitCommandError, describeError } from '../base/errors.js';
+import { nodeCrypto } from '../base/lazy-builtins.js';
 import { parseCheckRequest } from '../protocol/request.js';
 import { openSession, readRequest } from '../run/session.js';
 import { BranchHistory, type CommitTest } from '../repo/branch-history.js';
@@ -137,7 +137,7 @@ async function readWindow(path: string): Promise<number> {
 }
 
 function hash(text: string): string {
-  return createHash('sha256').update(text).digest('hex').slice(0, 16);
+  return nodeCrypto().createHash('sha256').update(text).digest('hex').slice(0, 16);
 }
 
 async function isRepository(dir: string): Promise<boolean> {

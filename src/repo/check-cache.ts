@@ -2,10 +2,10 @@
 // check container, so each check fetches only what is new. One check at a time uses a copy
 // (a lock folder: mkdir is atomic); a check that finds it busy works in a private copy instead
 // of waiting, and a copy that a failed run may have left half-written is thrown away.
-import { createHash } from 'node:crypto';
 import { chmod, lstat, mkdir, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { nodeCrypto } from '../base/lazy-builtins.js';
 
 /** A lock older than this was left by a run that was killed (check runs are short). */
 const STALE_LOCK_MS = 15 * 60_000;
@@ -28,7 +28,11 @@ export async function takeCachedCopy(
 ): Promise<CachedCopy | undefined> {
   const root = join(tmp || tmpdir(), 'pool-resource-check');
   // Hashed: the URI may carry credentials, and must never become a path.
-  const key = createHash('sha256').update(`${uri}\n${branch}`).digest('hex').slice(0, 32);
+  const key = nodeCrypto()
+    .createHash('sha256')
+    .update(`${uri}\n${branch}`)
+    .digest('hex')
+    .slice(0, 32);
   const dir = join(root, key);
   const lock = `${dir}.lock`;
   if (!(await privateFolder(root))) return undefined;
