@@ -163,8 +163,9 @@ export class LineMember {
    * instead and fetches once the tip has moved). Further back it polls the tip and the line every retry_delay
    * without fetching: a tip change matters only to a put the free locks could reach, so it waits
    * for the line to move, and fetches a new tip only when the line ahead of it stands still for a
-   * poll (a lock may be free that nobody ahead takes). In a stall it also wakes when it has
-   * something to do there (see wakeAt).
+   * poll (a lock may be free that nobody ahead takes). A fetch after a look fetches the tip the
+   * look saw (LockStore.syncTo). In a stall it also wakes when it has something to do there (see
+   * wakeAt).
    */
   async waitInLine(tip: string, wait: LineWait): Promise<string | undefined> {
     const retryDelayMs = this.options.retryDelayMs;
@@ -187,9 +188,10 @@ export class LineMember {
       } else {
         ({ tip: remote, line: seen } = await this.store.look());
         presynced = undefined;
-        // On a kept connection a look is one request: the front fetches once the tip has moved.
+        // On a kept connection a look is one request: the front fetches once the tip has moved,
+        // the tip it saw (syncTo).
         if (front && remote !== undefined && remote !== tip) {
-          remote = await this.store.sync();
+          remote = await this.store.syncTo({ tip: remote, line: seen });
           seen = this.store.syncedLine();
           presynced = remote;
         }
@@ -216,13 +218,15 @@ export class LineMember {
       if (wake !== undefined && now >= wake) return presynced;
       if (remote !== tip) {
         // A branch gone (undefined) is the next sync's to report.
-        if (front || remote === undefined || this.servedAfter(lockDemand(ahead) - 1))
-          return presynced;
+        if (front || remote === undefined) return presynced;
+        // The next attempt starts from the tip this look saw.
+        const fetchSeen = () => this.store.syncTo({ tip: remote, line: seen });
+        if (this.servedAfter(lockDemand(ahead) - 1)) return fetchSeen();
         // The tip moved, and for a whole poll nobody ahead has left the line: a lock may be free
         // that nobody ahead takes. When locks change hands all the time, a tip that stands
         // still would never come.
         const sights = ahead.map(sightKey).join(' ');
-        if (this.unfetched === sights) return presynced;
+        if (this.unfetched === sights) return fetchSeen();
         this.unfetched = sights;
         continue;
       }

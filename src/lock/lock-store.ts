@@ -14,6 +14,11 @@ export type PushOutcome = 'pushed' | 'rejected' | 'up-to-date';
 export interface LockStore {
   /** Fetches the branch tip into the working copy; returns its commit id. */
   sync(): Promise<string>;
+  /**
+   * The same as `sync` for a tip and line a look has just seen, fetching that commit alone where
+   * the server allows (one round trip less); returns the commit id synced.
+   */
+  syncTo(seen: { tip: string; line: WaitingEntry[] }): Promise<string>;
   /** The pool's waiting line as the last sync found it (an acquire's store fetches it). */
   syncedLine(): WaitingEntry[];
   /**

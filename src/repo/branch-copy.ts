@@ -31,6 +31,10 @@ const NO_SYNC = [['core.fsync', 'none']] as const;
 /** How far a fetch reaches: `depth` commits from the tip, the whole history, or only what is new. */
 export type Reach = number | 'all' | 'since';
 
+function reachArgs(reach: Reach): string[] {
+  return reach === 'since' ? [] : reach === 'all' ? ['--unshallow'] : [`--depth=${reach}`];
+}
+
 export class BranchCopy {
   private fetchedTip: string | undefined;
   /** The depth last fetched, counted from the tip: unknown after a fetch of what is new. */
@@ -134,7 +138,6 @@ export class BranchCopy {
     reach: Reach,
     options: { refspecs?: readonly string[]; signal?: AbortSignal } = {},
   ): Promise<RemoteRef[]> {
-    const depth = reach === 'since' ? [] : reach === 'all' ? ['--unshallow'] : [`--depth=${reach}`];
     // A first fetch brings the whole tree: as loose objects (git's choice below 100) that is a
     // file and often a folder each, which the run then spends as long removing as git writing.
     // Later fetches bring a commit's few objects: loose, so that a long wait adds no pack a poll.
@@ -150,7 +153,7 @@ export class BranchCopy {
             '--verbose',
             '--no-tags',
             '--no-show-forced-updates',
-            ...depth,
+            ...reachArgs(reach),
             '--',
             this.options.uri,
             `+${this.branchRef}:${this.trackingRef}`,
@@ -167,6 +170,31 @@ export class BranchCopy {
     this.fetchedTip = tip;
     this.knownDepth = typeof reach === 'number' ? reach : undefined;
     return refs;
+  }
+
+  /**
+   * Fetches the commit `id` as the branch tip (one a look has just seen there), as far as `reach`
+   * says. Asked for by its id, with no ref of the remote to match, git does not list the remote's
+   * refs first (protocol v2): one round trip, and one upload-pack on the server, less than
+   * `fetch`. Fails where the server refuses a commit asked for by id (protocol v0 serves only
+   * the tips it has just advertised) or no longer has it.
+   */
+  async fetchCommit(id: string, reach: Reach, signal?: AbortSignal): Promise<void> {
+    await this.run(
+      [
+        'fetch',
+        '--verbose',
+        '--no-tags',
+        '--no-show-forced-updates',
+        ...reachArgs(reach),
+        '--',
+        this.options.uri,
+        `+${id}:${this.trackingRef}`,
+      ],
+      { signal, config: this.options.scratch ? NO_SYNC : [] },
+    );
+    this.fetchedTip = id;
+    this.knownDepth = typeof reach === 'number' ? reach : undefined;
   }
 
   /**

@@ -56,6 +56,11 @@ export interface LockRepositoryOptions {
    * request or one upload-pack and no new connection, and falls back to ls-remote once it fails.
    */
   refs?: KeptRefs;
+  /**
+   * Fetch a tip a look has just seen by its id (see syncTo): where git speaks protocol v2 to the
+   * server, which then need not list its refs again.
+   */
+  fetchById?: boolean;
 }
 
 /** How many commits a keepHistory copy starts with. */
@@ -82,6 +87,8 @@ export class LockRepository {
   /** The reader of claims (leases, fencing). */
   private readonly claimReader: ClaimReader;
   private readonly pusher: BranchPush;
+  /** Set once the server refused a tip asked for by id: syncTo fetches the branch from then on. */
+  private byIdRefused = false;
 
   constructor(
     private readonly git: Git,
@@ -135,6 +142,30 @@ export class LockRepository {
     if (this.initialised) await this.fetch(this.options.keepHistory ? 'since' : 1);
     else if (this.options.line) await this.initAndFetch();
     else await this.cloneTip();
+    return this.startAttempt();
+  }
+
+  /**
+   * Syncs to the tip a look has just seen, with the line it saw there: the same as `sync` when the
+   * tip has not moved since, but git asks the server for that commit alone instead of listing the
+   * branch and the line again first (fetchById). Where the server refuses it (a commit asked for
+   * by id, or one it no longer has), fetches the branch as `sync` does, and does so from then on.
+   */
+  async syncTo(seen: { tip: string; line: WaitingEntry[] }): Promise<string> {
+    if (!this.initialised || !this.options.fetchById || this.byIdRefused) return this.sync();
+    try {
+      await this.copy.fetchCommit(seen.tip, this.options.keepHistory ? 'since' : 1);
+    } catch (error) {
+      if (!(error instanceof GitCommandError)) throw error;
+      this.byIdRefused = true;
+      return this.sync();
+    }
+    this.fetchedLine = this.options.line ? seen.line : [];
+    return this.startAttempt();
+  }
+
+  /** An attempt starts from the tip just synced, with nothing read or staged yet. */
+  private startAttempt(): string {
     this.entries = new Map();
     this.staged = [];
     this.committed = undefined;

@@ -13,6 +13,7 @@ import type { ResolvedOperation } from '../lock/lock-operation.js';
 import { LockPool, type Outcome } from '../lock/lock-pool.js';
 import { LockRepository } from '../repo/lock-repository.js';
 import { keptRefsFor } from '../git/kept-refs.js';
+import { wireProtocolVersion } from '../git/environment.js';
 import { ProgressReporter } from './progress.js';
 import type { Source } from '../protocol/request.js';
 
@@ -48,6 +49,9 @@ export async function runLockOperation(
     // A put with a filter waits outside the line (see LockPool.run): it needs no line refs.
     line: operation.kind === 'acquire' && !operation.filter,
     refs,
+    // Over protocol v2 a tip a look saw is fetched by its id, the refs not listed again; over v0
+    // (git://) the server advertises every ref on each connection anyway.
+    fetchById: wireProtocolVersion(source.uri) === '2',
     // A put from a get's folder checks the lock is still its claim (fencing): the commits since
     // the claim, fetched with the tip, usually tell without a fetch of their own.
     keepHistory: 'token' in operation && operation.token !== undefined,

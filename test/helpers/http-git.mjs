@@ -16,9 +16,10 @@ const exec = promisify(execFile);
  * @typedef {object} HttpGitServer
  * @property {number} port
  * @property {(bareRepo: string) => string} url `http(s)://127.0.0.1:PORT/<path relative to the project root>`
- * @property {{ method: string, path: string, user?: string, protocol?: string, sent?: number }[]} requests
+ * @property {{ method: string, path: string, user?: string, protocol?: string, sent?: number, agent?: string, command?: string }[]} requests
  *   Requests seen: method, path, the user that authenticated (undefined when refused), the
- *   Git-Protocol header (`version=2`) when there was one, and the bytes of git's answer (its body).
+ *   Git-Protocol header (`version=2`) when there was one, the bytes of git's answer (its body),
+ *   the User-Agent, and for a protocol v2 request the command it sends (`ls-refs`, `fetch`).
  * @property {() => number} connections TCP connections accepted so far.
  * @property {string} [certificate] With tls, the server's self-signed certificate (PEM): its own
  *   authority, for a client to trust.
@@ -101,8 +102,14 @@ export async function startHttpGit(options) {
       user: options.username,
       ...(protocol ? { protocol: String(protocol) } : {}),
       sent: 0,
+      ...(req.headers['user-agent'] ? { agent: String(req.headers['user-agent']) } : {}),
     };
     requests.push(seen);
+    // A v2 request starts with its command's pkt-line (an uncompressed body: small ones are).
+    req.once('data', (/** @type {Buffer} */ chunk) => {
+      const command = /^[0-9a-f]{4}command=([a-z-]+)/.exec(chunk.toString('latin1'));
+      if (command) seen.command = command[1];
+    });
     // CGI/1.1 as git-http-backend(1) expects it; receive-pack is on because REMOTE_USER is set.
     const child = spawn('git', ['http-backend'], {
       stdio: ['pipe', 'pipe', 'ignore'],

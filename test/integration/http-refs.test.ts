@@ -241,4 +241,34 @@ describe('a put waiting over HTTP', () => {
     // The first fetch, the join, the holder lookup and the kept connection.
     expect(waiting).toBeLessThanOrEqual(6);
   });
+
+  it('fetches the tip a look saw move by its id: git lists no refs again', async () => {
+    const { repo: lockRepo, server: http, uri } = await served({ claimed: ['lock-a'] });
+    const request = {
+      source: source(uri, { retry_delay: '1s', username: USER, password: PASSWORD }),
+      params: { acquire: true },
+    };
+    const put = startScript('out', request, { args: [await scratchDir()] });
+    await put.waitForStderr(/waiting for lock/);
+    await put.waitForStderr(/waiting in line/);
+    const from = http.requests.length;
+    await lockRepo.commit('unclaiming: lock-a', (work) =>
+      git(work, 'mv', 'pool/claimed/lock-a', 'pool/unclaimed/lock-a').then(() => undefined),
+    );
+    const done = await put.done;
+    expect(done.code, done.stderr).toBe(0);
+    expect(await lockRepo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
+    const after = http.requests.slice(from);
+    const looks = after.filter(({ agent }) => agent === 'git/pool-resource');
+    const gits = after.filter(
+      ({ agent }) => agent?.startsWith('git/') && agent !== 'git/pool-resource',
+    );
+    // The front of the line looked until it saw the release (protocol v2's ls-refs on the kept
+    // connection), then git fetched that tip and pushed the claim.
+    expect(looks.length).toBeGreaterThan(0);
+    expect(looks.every(({ command }) => command === 'ls-refs')).toBe(true);
+    const uploads = gits.filter(({ path }) => path.endsWith('/git-upload-pack'));
+    expect(uploads.map(({ command }) => command)).toEqual(['fetch']);
+    expect(gits.filter(({ path }) => path.endsWith('/git-receive-pack'))).toHaveLength(1);
+  });
 });

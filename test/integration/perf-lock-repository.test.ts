@@ -18,7 +18,9 @@ afterEach(async () => {
   await repo?.cleanup();
 });
 
-async function openRepository(): Promise<LockRepository> {
+async function openRepository(
+  options: { line?: boolean; fetchById?: boolean } = {},
+): Promise<LockRepository> {
   const { source } = (
     await parseCheckRequest(
       JSON.stringify({ source: { uri: repo.bare, branch: repo.branch, pool: 'pool' } }),
@@ -31,6 +33,7 @@ async function openRepository(): Promise<LockRepository> {
     branch: source.branch,
     pool: source.pool,
     workdir: join(environment.home, 'repository'),
+    ...options,
   });
 }
 
@@ -107,5 +110,35 @@ describe('the lock repository after a push whose outcome was never seen', () => 
     await store.commit(['claiming: a\n']);
     expect(await store.push()).toBe('pushed');
     expect(await repo.state('pool')).toEqual({ claimed: ['a', 'b'], unclaimed: [] });
+  });
+});
+
+describe('the lock repository syncing to a tip a look saw', () => {
+  const claimB = { message: 'claiming: b', changes: ['R pool/unclaimed/b pool/claimed/b'] };
+
+  it('fetches that commit, and takes the line the look saw with it', async () => {
+    repo = await createLockRepo({ pool: { unclaimed: ['a', 'b'] } });
+    const store = await openRepository({ line: true, fetchById: true });
+    await store.sync();
+    await appendCommits(repo.bare, repo.branch, [claimB]);
+    const seen = await store.look();
+    expect(seen.tip).toBe(await repo.tip());
+    const line = [{ since: 1, retryDelayMs: 1_000, token: 'abc', at: seen.tip! }];
+    expect(await store.syncTo({ tip: seen.tip!, line })).toBe(seen.tip);
+    expect(store.syncedLine()).toEqual(line);
+    expect((await store.pool()).claimed).toEqual(new Set(['b']));
+  });
+
+  it('fetches the branch instead where the server refuses the commit, and from then on', async () => {
+    repo = await createLockRepo({ pool: { unclaimed: ['a', 'b'] } });
+    const store = await openRepository({ line: true, fetchById: true });
+    const first = await store.sync();
+    await appendCommits(repo.bare, repo.branch, [claimB]);
+    const tip = await repo.tip();
+    // A commit the server does not have: it refuses it, and the branch is fetched.
+    expect(await store.syncTo({ tip: 'f'.repeat(40), line: [] })).toBe(tip);
+    expect((await store.pool()).claimed).toEqual(new Set(['b']));
+    // From then on the branch is fetched: not the older commit asked for, which the server has.
+    expect(await store.syncTo({ tip: first, line: [] })).toBe(tip);
   });
 });

@@ -77,6 +77,8 @@ class FakeStore implements LockStore {
   looksAreCheap = false;
   /** Each lock's file, as `match` reads it (empty when not set). */
   files = new Map<string, string>();
+  /** The remote's state at each commit it has had: a fetch by id (syncTo) gets any of them. */
+  private readonly history = new Map<string, Snapshot>();
 
   constructor(claimed: string[], unclaimed: string[]) {
     this.remote = {
@@ -86,6 +88,12 @@ class FakeStore implements LockStore {
     };
     for (const name of [...claimed, ...unclaimed]) this.remote.touchedBy.set(name, 'c0');
     this.local = copy(this.remote);
+    this.remember();
+  }
+
+  /** Keeps the remote's state at its current commit (see history). */
+  private remember(): void {
+    this.history.set(this.remoteCommit, copy(this.remote));
   }
 
   /** The server finishes applying a push whose client gave up (see PushStep). */
@@ -93,6 +101,7 @@ class FakeStore implements LockStore {
     if (this.inFlight?.parent === this.remoteCommit) {
       this.remote = this.inFlight.snapshot;
       this.remoteCommit = this.inFlight.commit;
+      this.remember();
     }
     this.inFlight = undefined;
   }
@@ -111,6 +120,7 @@ class FakeStore implements LockStore {
     const name = change(this.remote);
     this.remoteCommit = `other-${++this.commits}`;
     this.remote.touchedBy.set(name, this.remoteCommit);
+    this.remember();
   }
 
   count(action: string): number {
@@ -125,6 +135,17 @@ class FakeStore implements LockStore {
     this.localCommit = this.remoteCommit;
     this.staged = [];
     this.syncedEntries = [...this.line];
+    return this.localCommit;
+  }
+
+  async syncTo(seen: { tip: string; line: WaitingEntry[] }): Promise<string> {
+    this.log.push('syncTo');
+    const snapshot = this.history.get(seen.tip);
+    if (!snapshot) throw new Error(`the remote never had ${seen.tip}`);
+    this.local = copy(snapshot);
+    this.localCommit = seen.tip;
+    this.staged = [];
+    this.syncedEntries = [...seen.line];
     return this.localCommit;
   }
 
@@ -221,6 +242,7 @@ class FakeStore implements LockStore {
     const land = () => {
       this.remote = copy(this.local);
       this.remoteCommit = this.localCommit;
+      this.remember();
       if (leaving) this.line = this.line.filter((entry) => entry.token !== leaving.token);
     };
     if (step instanceof Error) throw step;
@@ -874,16 +896,23 @@ describe('LockPool in the waiting line', () => {
       if (index === 4) store.otherMoves('lock-a', 'unclaimed');
     };
     expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
-    // Still a fifth of retry_delay apart, but each poll a look: one fetch to start, one after
-    // the release (the claim's attempt starts from it).
+    // Still a fifth of retry_delay apart, but each poll a look: one fetch to start, and after the
+    // release one of the tip the look saw (the claim's attempt starts from it).
     expect(clock.sleeps.slice(1)).toEqual([
       FRONT_POLL_MS,
       FRONT_POLL_MS,
       FRONT_POLL_MS,
       FRONT_POLL_MS,
     ]);
-    expect(store.count('look')).toBe(5);
-    expect(store.count('sync')).toBe(2);
+    expect(store.log).toEqual([
+      'sync',
+      'join',
+      ...Array<string>(5).fill('look'),
+      'syncTo',
+      'apply move lock-a',
+      'commit c2',
+      'push leaving',
+    ]);
   });
 
   it('at the front of a quiet pool, polls at retry_delay again', async () => {
@@ -935,6 +964,21 @@ describe('LockPool in the waiting line', () => {
     expect(store.count('look')).toBeGreaterThanOrEqual(2);
     expect(clock.sleeps.slice(0, 2)).toEqual([RETRY_DELAY_MS / 2, RETRY_DELAY_MS]);
     expect(store.line).toEqual([]);
+  });
+
+  it('further back, fetches the tip its look saw when the line ahead stands still after a release', async () => {
+    const store = new FakeStore(['lock-a'], []);
+    store.line = [waiting('first', 3_000), waiting('second', 2_000), waiting('third', 1_000)];
+    const { pool, clock } = setup(store, { lineToken: 'me' });
+    clock.onSleep = (index) => {
+      if (index === 0) store.otherMoves('lock-a', 'unclaimed');
+    };
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+    // Two looks saw the release and nobody ahead leaving: the next attempt starts from the tip
+    // those looks saw, fetched as such, with no fetch of the branch of its own.
+    const fetched = store.log.indexOf('syncTo');
+    expect(store.log.slice(0, fetched + 1)).toEqual(['sync', 'join', 'look', 'look', 'syncTo']);
+    expect(store.log[fetched + 1]).not.toBe('sync');
   });
 
   it('far back in a line that moves slowly, polls less often the further back it stands, and at the usual pace once near the front', async () => {
