@@ -19,7 +19,13 @@ export interface PoolReporter {
    * Called on every poll while waiting; the reporter decides what is worth a line (and may look
    * up who holds the wanted locks before writing it).
    */
-  waiting(reason: string, wanted: readonly string[], waitedMs: number): void | Promise<void>;
+  waiting(
+    reason: string,
+    wanted: readonly string[],
+    waitedMs: number,
+    /** The branch tip the reason is about: who holds the wanted locks is read there. */
+    tip?: string,
+  ): void | Promise<void>;
   /** A rejected or no-op push: the pool moved under us. */
   conflict(name: string): void;
   transient(error: unknown, attempt: number, delayMs: number): void;
@@ -299,7 +305,7 @@ export class LockPool {
     until?: number,
   ): Promise<void> {
     this.presynced = await line.waitInLine(tip, {
-      report: () => this.reporter.waiting(reason, wanted, this.clock.now() - started),
+      report: () => this.reporter.waiting(reason, wanted, this.clock.now() - started, tip),
       pause: (intervalMs) => this.pause(intervalMs, reason, started),
       wakeAt: until,
     });
@@ -320,7 +326,7 @@ export class LockPool {
     until?: number,
   ): Promise<void> {
     for (;;) {
-      await this.reporter.waiting(reason, wanted, this.clock.now() - started);
+      await this.reporter.waiting(reason, wanted, this.clock.now() - started, tip);
       const left = until === undefined ? undefined : until - this.clock.now();
       await this.pause(
         left === undefined ? undefined : Math.min(pollMs(this.options.retryDelayMs), left),

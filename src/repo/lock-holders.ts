@@ -64,6 +64,8 @@ export interface LockHoldersOptions {
   gitDir: string;
   /** How many commits back a lookup may fetch; undefined means the whole history. */
   maxDepth?: number;
+  /** Fetch a tip given to `refresh` by its id (see LockRepositoryOptions.fetchById). */
+  fetchById?: boolean;
 }
 
 /** First fetch depth, then the deepening steps: most locks in use were taken recently. */
@@ -76,6 +78,8 @@ export class LockHolders {
   private readonly copy: BranchCopy;
   private initialised = false;
   private depth = 0;
+  /** Set once the server refused a tip asked for by id: the branch is fetched from then on. */
+  private byIdRefused = false;
 
   constructor(
     git: Git,
@@ -96,14 +100,30 @@ export class LockHolders {
     return this.copy.run(args, { signal });
   }
 
-  /** Brings the copy up to the remote branch tip: shallow the first time, incremental after. */
-  async refresh(signal?: AbortSignal): Promise<void> {
+  /**
+   * Brings the copy up to the remote branch tip, or to `tip` (a branch tip the caller fetched)
+   * when given: shallow the first time, incremental after. A copy already at `tip` fetches
+   * nothing; where fetchById allows, `tip` is asked for by its id, without listing the remote's
+   * refs (the branch is fetched instead, and from then on, once the server refused one).
+   */
+  async refresh(signal?: AbortSignal, tip?: string): Promise<void> {
     if (!this.initialised) {
       await this.copy.init(signal);
       this.initialised = true;
     }
+    if (tip !== undefined && tip === this.copy.fetched) return;
     // Once shallow history is there, a plain fetch brings only the commits since, down to it.
-    await this.copy.fetch(this.copy.fetched === undefined ? FIRST_DEPTH : 'since', { signal });
+    const reach = this.copy.fetched === undefined ? FIRST_DEPTH : 'since';
+    if (tip !== undefined && this.options.fetchById && !this.byIdRefused) {
+      try {
+        await this.copy.fetchCommit(tip, reach, signal);
+        return;
+      } catch (error) {
+        if (!(error instanceof GitCommandError) || signal?.aborted) throw error;
+        this.byIdRefused = true;
+      }
+    }
+    await this.copy.fetch(reach, { signal });
   }
 
   /**
@@ -333,10 +353,11 @@ export class HolderLookup {
     return this.holders.searchedDepth;
   }
 
-  async claimed(wanted: readonly string[]): Promise<LockRecord[]> {
+  /** Who holds the claimed locks among `wanted`, at `tip` (the branch tip the caller fetched). */
+  async claimed(wanted: readonly string[], tip?: string): Promise<LockRecord[]> {
     const signal = AbortSignal.any([this.runSignal, AbortSignal.timeout(this.budgetMs)]);
     try {
-      await this.holders.refresh(signal);
+      await this.holders.refresh(signal, tip);
       const names = new Set(wanted);
       const claimed = (await this.holders.locks(signal)).filter(
         (lock) => lock.state === 'claimed' && names.has(lock.name),
@@ -360,6 +381,7 @@ export function holderLookup(
   home: string,
   signal: AbortSignal,
   waitTimeoutMs: number | undefined,
+  fetchById: boolean,
 ): HolderLookup {
   const holders = new LockHolders(git, {
     uri: source.uri,
@@ -367,6 +389,7 @@ export function holderLookup(
     pool: source.pool,
     gitDir: join(home, 'holders.git'),
     maxDepth: PROGRESS_MAX_DEPTH,
+    fetchById,
   });
   return new HolderLookup(holders, signal, Math.min(LOOKUP_BUDGET_MS, waitTimeoutMs ?? Infinity));
 }

@@ -41,6 +41,10 @@ export async function runLockOperation(
 ): Promise<Outcome> {
   const { git, home, source, build, waitTimeoutMs } = options;
   const refs = keptRefsFor(git, source, ctx.signal);
+  // Over protocol v2 a tip already seen (by a look, or by the put's own fetch) is fetched by its
+  // id, the refs not listed again; over v0 (git://) the server advertises every ref on each
+  // connection anyway.
+  const fetchById = wireProtocolVersion(source.uri) === '2';
   const repository = new LockRepository(git, {
     uri: source.uri,
     branch: source.branch,
@@ -49,9 +53,7 @@ export async function runLockOperation(
     // A put with a filter waits outside the line (see LockPool.run): it needs no line refs.
     line: operation.kind === 'acquire' && !operation.filter,
     refs,
-    // Over protocol v2 a tip a look saw is fetched by its id, the refs not listed again; over v0
-    // (git://) the server advertises every ref on each connection anyway.
-    fetchById: wireProtocolVersion(source.uri) === '2',
+    fetchById,
     // A put from a get's folder checks the lock is still its claim (fencing): the commits since
     // the claim, fetched with the tip, usually tell without a fetch of their own.
     keepHistory: 'token' in operation && operation.token !== undefined,
@@ -64,7 +66,7 @@ export async function runLockOperation(
     new ProgressReporter(
       ctx.log,
       () => ctx.clock.now(),
-      holderLookup(git, source, home, ctx.signal, waitTimeoutMs),
+      holderLookup(git, source, home, ctx.signal, waitTimeoutMs, fetchById),
     ),
     {
       pool: source.pool,

@@ -12,7 +12,8 @@ const MAX_HOLDERS_SHOWN = 3;
 
 /** Who holds the claimed locks among `wanted` (see HolderLookup). */
 export interface HolderSource {
-  claimed(wanted: readonly string[]): Promise<LockRecord[]>;
+  /** At `tip`, the branch tip the put last fetched, where known. */
+  claimed(wanted: readonly string[], tip?: string): Promise<LockRecord[]>;
   readonly searchedDepth: number;
 }
 
@@ -28,7 +29,12 @@ export class ProgressReporter implements PoolReporter {
     private readonly holders?: HolderSource,
   ) {}
 
-  async waiting(reason: string, wanted: readonly string[], waitedMs: number): Promise<void> {
+  async waiting(
+    reason: string,
+    wanted: readonly string[],
+    waitedMs: number,
+    tip?: string,
+  ): Promise<void> {
     // The wanted locks are part of the situation: a lock released and another claimed between two
     // polls leaves the counts (the reason) the same but changes who is waited on.
     const key = `${reason}\0${wanted.join('\0')}`;
@@ -36,7 +42,7 @@ export class ProgressReporter implements PoolReporter {
     if (!changed && this.now() - this.lastLineAt < HEARTBEAT_MS) return;
     this.lastKey = key;
     this.lastLineAt = this.now();
-    const held = await this.lookUp(wanted);
+    const held = await this.lookUp(wanted, tip);
     const line = `${reason}${held}`;
     if (changed) this.log.info(`waiting for lock: ${line}`);
     else this.log.info(`still waiting for lock (${formatMs(waitedMs)}): ${line}`);
@@ -46,11 +52,11 @@ export class ProgressReporter implements PoolReporter {
    * `; "lock-a" held by URL since … (for …)` for each wanted lock that is claimed (SPEC §8), or
    * nothing when none is (or the lookup failed).
    */
-  private async lookUp(wanted: readonly string[]): Promise<string> {
+  private async lookUp(wanted: readonly string[], tip: string | undefined): Promise<string> {
     if (!this.holders || this.holdersBroken || wanted.length === 0) return '';
     let records: LockRecord[];
     try {
-      records = await this.holders.claimed(wanted);
+      records = await this.holders.claimed(wanted, tip);
     } catch (error) {
       if (error instanceof CancelledError) throw error;
       this.holdersBroken = true;

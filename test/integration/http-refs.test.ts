@@ -242,6 +242,27 @@ describe('a put waiting over HTTP', () => {
     expect(waiting).toBeLessThanOrEqual(6);
   });
 
+  it('looks up who holds the lock at the tip it fetched, by its id: git lists no refs for it', async () => {
+    const { repo: lockRepo, server: http, uri } = await served({ claimed: ['lock-a'] });
+    const request = {
+      source: source(uri, { retry_delay: '1s', username: USER, password: PASSWORD }),
+      params: { acquire: true },
+    };
+    const put = startScript('out', request, { args: [await scratchDir()] });
+    await put.waitForStderr(/waiting for lock: .*"lock-a" held by/);
+    await put.waitForStderr(/waiting in line/);
+    put.child.kill('SIGTERM');
+    expect((await put.done).code).toBe(143);
+    expect(await lockRepo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
+    const gits = http.requests.filter(
+      ({ agent }) => agent?.startsWith('git/') && agent !== 'git/pool-resource',
+    );
+    // The put's first fetch listed the branch and the line; the lookup of who holds lock-a
+    // fetched the tip that fetch found, by its id.
+    expect(gits.filter(({ command }) => command === 'ls-refs')).toHaveLength(1);
+    expect(gits.filter(({ command }) => command === 'fetch')).toHaveLength(2);
+  });
+
   it('fetches the tip a look saw move by its id: git lists no refs again', async () => {
     const { repo: lockRepo, server: http, uri } = await served({ claimed: ['lock-a'] });
     const request = {

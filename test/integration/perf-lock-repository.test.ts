@@ -1,10 +1,12 @@
 import { execFile } from 'node:child_process';
+import { rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createGitEnvironment, type GitEnvironment } from '../../src/git/environment.js';
 import { Git } from '../../src/git/git.js';
 import { LockRepository } from '../../src/repo/lock-repository.js';
+import { holderLookup } from '../../src/repo/lock-holders.js';
 import { parseCheckRequest } from '../../src/protocol/request.js';
 import { appendCommits, otherPoolCommits } from '../helpers/long-history.js';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
@@ -18,16 +20,20 @@ afterEach(async () => {
   await repo?.cleanup();
 });
 
-async function openRepository(
-  options: { line?: boolean; fetchById?: boolean } = {},
-): Promise<LockRepository> {
+async function openGit() {
   const { source } = (
     await parseCheckRequest(
       JSON.stringify({ source: { uri: repo.bare, branch: repo.branch, pool: 'pool' } }),
     )
   ).request;
   environment = await createGitEnvironment(source, { PATH: process.env.PATH });
-  const git = new Git(environment, new AbortController().signal, 60_000);
+  return { git: new Git(environment, new AbortController().signal, 60_000), source, environment };
+}
+
+async function openRepository(
+  options: { line?: boolean; fetchById?: boolean } = {},
+): Promise<LockRepository> {
+  const { git, source, environment } = await openGit();
   return new LockRepository(git, {
     uri: source.uri,
     branch: source.branch,
@@ -140,5 +146,57 @@ describe('the lock repository syncing to a tip a look saw', () => {
     expect((await store.pool()).claimed).toEqual(new Set(['b']));
     // From then on the branch is fetched: not the older commit asked for, which the server has.
     expect(await store.syncTo({ tip: first, line: [] })).toBe(tip);
+  });
+});
+
+describe('the holders a waiting put looks up, at the tip it fetched', () => {
+  const claimB = { message: 'claiming: b', changes: ['R pool/unclaimed/b pool/claimed/b'] };
+
+  it('reads them at that tip, fetched by its id', async () => {
+    repo = await createLockRepo({ pool: { claimed: ['a'], unclaimed: ['b'] } });
+    const { git, source, environment } = await openGit();
+    const tip = await repo.tip();
+    await appendCommits(repo.bare, repo.branch, [claimB]);
+    const signal = new AbortController().signal;
+    const lookup = holderLookup(git, source, environment.home, signal, undefined, true);
+    // At the tip the put fetched, b was not claimed yet.
+    expect((await lookup.claimed(['a', 'b'], tip)).map(({ name }) => name)).toEqual(['a']);
+  });
+
+  it('fetches nothing while its copy is at that tip', async () => {
+    repo = await createLockRepo({ pool: { claimed: ['a'], unclaimed: ['b'] } });
+    const { git, source, environment } = await openGit();
+    const tip = await repo.tip();
+    const signal = new AbortController().signal;
+    // Even where nothing is fetched by id (git://).
+    const lookup = holderLookup(git, source, environment.home, signal, undefined, false);
+    expect((await lookup.claimed(['a'], tip)).map(({ name }) => name)).toEqual(['a']);
+    // With the server gone, the copy at that tip still answers.
+    await rename(repo.bare, `${repo.bare}.away`);
+    try {
+      const [record] = await lookup.claimed(['a'], tip);
+      expect(record?.name).toBe('a');
+      expect(record?.commit).toBeDefined();
+    } finally {
+      await rename(`${repo.bare}.away`, repo.bare);
+    }
+  });
+
+  it('fetches the branch where the server refuses a tip asked for by id, and from then on', async () => {
+    repo = await createLockRepo({
+      pool: { claimed: ['a'], unclaimed: ['b'] },
+      other: { unclaimed: ['x'] },
+    });
+    const { git, source, environment } = await openGit();
+    const signal = new AbortController().signal;
+    const lookup = holderLookup(git, source, environment.home, signal, undefined, true);
+    const refused = await lookup.claimed(['a', 'b'], 'f'.repeat(40));
+    expect(refused.map(({ name }) => name)).toEqual(['a']);
+    await appendCommits(repo.bare, repo.branch, otherPoolCommits('other', 'x', 1));
+    const between = await repo.tip();
+    await appendCommits(repo.bare, repo.branch, [claimB]);
+    // Asked about the tip before b's claim, it fetches the branch instead, where b is claimed.
+    const names = (await lookup.claimed(['a', 'b'], between)).map(({ name }) => name);
+    expect(names).toEqual(['a', 'b']);
   });
 });
