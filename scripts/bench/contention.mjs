@@ -106,6 +106,7 @@ export async function measureContention(
   const releaseMs = [];
   const startConnections = daemon.connections();
   const startPushes = daemon.pushes();
+  const startRequests = daemon.requests?.();
   const started = performance.now();
   const worker = async (id) => {
     const tmp = await mkdtemp(join(tmpRoot, `worker-${id}-`));
@@ -155,6 +156,7 @@ export async function measureContention(
   const elapsedMs = performance.now() - started;
   const used = daemon.connections() - startConnections;
   const pushes = daemon.pushes() - startPushes;
+  const endRequests = daemon.requests?.();
 
   // Mutual exclusion, from our own clock (a lock's hold intervals never overlap) and from the
   // branch's history (per lock, claims and releases take turns).
@@ -196,6 +198,15 @@ export async function measureContention(
     maxMs: Math.max(...latencies),
     connectionsPerAcquire: used / acquireCount,
     pushesPerAcquire: pushes / acquireCount,
+    // Over HTTP(S): the requests the server answered, and the ls-refs among them.
+    requestsPerAcquire:
+      endRequests && startRequests
+        ? (endRequests.all - startRequests.all) / acquireCount
+        : undefined,
+    listingsPerAcquire:
+      endRequests && startRequests
+        ? (endRequests.listings - startRequests.listings) / acquireCount
+        : undefined,
     lostRacesPerAcquire: lostRaces.acquire / acquireCount,
     lostRacesPerRelease: lostRaces.release / acquireCount,
     inMedianMs: median(inMs),

@@ -14,7 +14,7 @@ import { startTcpProxy } from '../../test/helpers/tcp-proxy.mjs';
 import { measureContention } from './contention.mjs';
 import { measureRound, setupSize, summarise } from './operations.mjs';
 import { opts, reps } from './options.mjs';
-import { HTTP_LOGIN } from './servers.mjs';
+import { HTTP_LOGIN, pushesOf, requestsOf } from './servers.mjs';
 
 export const HTTPS_COMMITS = 100;
 export const RTT_MS = 50;
@@ -37,10 +37,8 @@ export async function measureHttps(root) {
   const server = {
     url: (name) => `https://127.0.0.1:${proxy.port}/${name}`,
     connections: () => proxy.connections(),
-    pushes: () =>
-      http.requests.filter(
-        ({ method, path }) => method === 'POST' && path.endsWith('/git-receive-pack'),
-      ).length,
+    pushes: () => pushesOf(http),
+    requests: () => requestsOf(http),
   };
   try {
     const extras = {

@@ -130,6 +130,8 @@ export function printTable(results, contentionResult, ssh, https) {
     lines.push(
       `  ${h.connectionsPerAcquire.toFixed(1)} TCP connections per acquire, hand-over median ${s(h.handoverMedianMs)} s, p95 ${s(h.handoverP95Ms)} s, ${h.violations} violations`,
     );
+    const requests = requestsLine(h);
+    if (requests) lines.push(requests);
   }
   if (https) lines.push('', ...httpsLines(https));
   if (ssh) lines.push('', ...sshLines(ssh));
@@ -222,8 +224,16 @@ function transportLines(title, result, keys, { name, unit, modes }) {
       `contention over ${name}, ${modes[key]}: ${c.throughput.toFixed(2)} acquires/s, p50 ${s(c.p50Ms)} s, p95 ${s(c.p95Ms)} s,`,
       `  hand-over median ${s(c.handoverMedianMs)} s, p95 ${s(c.handoverP95Ms)} s, ${c.connectionsPerAcquire.toFixed(1)} ${unit} per acquire, ${c.violations} violations`,
     );
+    const requests = requestsLine(c);
+    if (requests) lines.push(requests);
   }
   return lines;
+}
+
+/** What an HTTP(S) server answered per acquire under contention, where it was counted. */
+function requestsLine(c) {
+  if (c.requestsPerAcquire === undefined) return undefined;
+  return `  ${c.requestsPerAcquire.toFixed(1)} HTTP requests per acquire, ${c.listingsPerAcquire.toFixed(1)} of them ls-refs`;
 }
 
 export function targets(results, c, ssh, https) {

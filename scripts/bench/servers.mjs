@@ -39,11 +39,30 @@ export async function startHttp(base) {
   return {
     url: (name) => http.url(join(base, name)),
     connections: () => http.connections(),
-    pushes: () =>
-      http.requests.filter(
-        ({ method, path }) => method === 'POST' && path.endsWith('/git-receive-pack'),
-      ).length,
+    pushes: () => pushesOf(http),
+    requests: () => requestsOf(http),
     stop: http.stop,
+  };
+}
+
+/** @param {import('../../test/helpers/http-git.mjs').HttpGitServer} http */
+export function pushesOf(http) {
+  return http.requests.filter(
+    ({ method, path }) => method === 'POST' && path.endsWith('/git-receive-pack'),
+  ).length;
+}
+
+/**
+ * What an HTTP server did for git: every request (each one an http-backend, and past the refused
+ * first request of basic auth an upload-pack or receive-pack), and the protocol v2 `ls-refs`
+ * among them (a listing of refs: a look, or git's own before a fetch).
+ *
+ * @param {import('../../test/helpers/http-git.mjs').HttpGitServer} http
+ */
+export function requestsOf(http) {
+  return {
+    all: http.requests.length,
+    listings: http.requests.filter(({ command }) => command === 'ls-refs').length,
   };
 }
 
