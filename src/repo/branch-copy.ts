@@ -31,10 +31,6 @@ const NO_SYNC = [['core.fsync', 'none']] as const;
 /** How far a fetch reaches: `depth` commits from the tip, the whole history, or only what is new. */
 export type Reach = number | 'all' | 'since';
 
-function reachArgs(reach: Reach): string[] {
-  return reach === 'since' ? [] : reach === 'all' ? ['--unshallow'] : [`--depth=${reach}`];
-}
-
 export class BranchCopy {
   private fetchedTip: string | undefined;
   /** The depth last fetched, counted from the tip: unknown after a fetch of what is new. */
@@ -148,17 +144,10 @@ export class BranchCopy {
     await this.branchMustExist(
       () =>
         this.run(
-          [
-            'fetch',
-            '--verbose',
-            '--no-tags',
-            '--no-show-forced-updates',
-            ...reachArgs(reach),
-            '--',
-            this.options.uri,
+          this.fetchArgs(reach, [
             `+${this.branchRef}:${this.trackingRef}`,
             ...(options.refspecs ?? []),
-          ],
+          ]),
           { signal: options.signal, config },
         ),
       options.signal,
@@ -180,21 +169,26 @@ export class BranchCopy {
    * the tips it has just advertised) or no longer has it.
    */
   async fetchCommit(id: string, reach: Reach, signal?: AbortSignal): Promise<void> {
-    await this.run(
-      [
-        'fetch',
-        '--verbose',
-        '--no-tags',
-        '--no-show-forced-updates',
-        ...reachArgs(reach),
-        '--',
-        this.options.uri,
-        `+${id}:${this.trackingRef}`,
-      ],
-      { signal, config: this.options.scratch ? NO_SYNC : [] },
-    );
+    await this.run(this.fetchArgs(reach, [`+${id}:${this.trackingRef}`]), {
+      signal,
+      config: this.options.scratch ? NO_SYNC : [],
+    });
     this.fetchedTip = id;
     this.knownDepth = typeof reach === 'number' ? reach : undefined;
+  }
+
+  /** `git fetch` of `refspecs` from the lock repository, as far as `reach` says. */
+  private fetchArgs(reach: Reach, refspecs: readonly string[]): string[] {
+    return [
+      'fetch',
+      '--verbose',
+      '--no-tags',
+      '--no-show-forced-updates',
+      ...(reach === 'since' ? [] : reach === 'all' ? ['--unshallow'] : [`--depth=${reach}`]),
+      '--',
+      this.options.uri,
+      ...refspecs,
+    ];
   }
 
   /**

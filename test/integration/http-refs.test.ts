@@ -9,6 +9,7 @@ import {
   HTTP_PASSWORD as PASSWORD,
   HTTP_USER as USER,
   servedOverHttp,
+  type HttpGitServer,
 } from '../helpers/http-git.js';
 import { git } from '../helpers/lock-repo.js';
 import { LINE_ENTRY, LOOKED, withHostedRefs } from '../helpers/looked-refs.js';
@@ -242,7 +243,8 @@ describe('a put waiting over HTTP', () => {
     expect(waiting).toBeLessThanOrEqual(6);
   });
 
-  it('looks up who holds the lock at the tip it fetched, by its id: git lists no refs for it', async () => {
+  /** A put for lock-a, claimed, waiting in line with retry_delay 1s, once it said who holds it. */
+  async function waitingPut() {
     const { repo: lockRepo, server: http, uri } = await served({ claimed: ['lock-a'] });
     const request = {
       source: source(uri, { retry_delay: '1s', username: USER, password: PASSWORD }),
@@ -251,12 +253,19 @@ describe('a put waiting over HTTP', () => {
     const put = startScript('out', request, { args: [await scratchDir()] });
     await put.waitForStderr(/waiting for lock: .*"lock-a" held by/);
     await put.waitForStderr(/waiting in line/);
+    return { lockRepo, http, put };
+  }
+
+  /** The requests git itself made, not the run's own looks. */
+  const byGit = (requests: HttpGitServer['requests']) =>
+    requests.filter(({ agent }) => agent?.startsWith('git/') && agent !== 'git/pool-resource');
+
+  it('looks up who holds the lock at the tip it fetched, by its id: git lists no refs for it', async () => {
+    const { lockRepo, http, put } = await waitingPut();
     put.child.kill('SIGTERM');
     expect((await put.done).code).toBe(143);
     expect(await lockRepo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
-    const gits = http.requests.filter(
-      ({ agent }) => agent?.startsWith('git/') && agent !== 'git/pool-resource',
-    );
+    const gits = byGit(http.requests);
     // The put's first fetch listed the branch and the line; the lookup of who holds lock-a
     // fetched the tip that fetch found, by its id.
     expect(gits.filter(({ command }) => command === 'ls-refs')).toHaveLength(1);
@@ -264,14 +273,7 @@ describe('a put waiting over HTTP', () => {
   });
 
   it('fetches the tip a look saw move by its id: git lists no refs again', async () => {
-    const { repo: lockRepo, server: http, uri } = await served({ claimed: ['lock-a'] });
-    const request = {
-      source: source(uri, { retry_delay: '1s', username: USER, password: PASSWORD }),
-      params: { acquire: true },
-    };
-    const put = startScript('out', request, { args: [await scratchDir()] });
-    await put.waitForStderr(/waiting for lock/);
-    await put.waitForStderr(/waiting in line/);
+    const { lockRepo, http, put } = await waitingPut();
     const from = http.requests.length;
     await lockRepo.commit('unclaiming: lock-a', (work) =>
       git(work, 'mv', 'pool/claimed/lock-a', 'pool/unclaimed/lock-a').then(() => undefined),
@@ -281,9 +283,7 @@ describe('a put waiting over HTTP', () => {
     expect(await lockRepo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
     const after = http.requests.slice(from);
     const looks = after.filter(({ agent }) => agent === 'git/pool-resource');
-    const gits = after.filter(
-      ({ agent }) => agent?.startsWith('git/') && agent !== 'git/pool-resource',
-    );
+    const gits = byGit(after);
     // The front of the line looked until it saw the release (protocol v2's ls-refs on the kept
     // connection), then git fetched that tip and pushed the claim.
     expect(looks.length).toBeGreaterThan(0);
