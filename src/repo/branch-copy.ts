@@ -225,6 +225,20 @@ export class BranchCopy {
     return this.knownDepth;
   }
 
+  /**
+   * Whether `commit` is in the history of `of`; false too when `commit` is unknown here (not
+   * fetched yet, or never on this branch).
+   */
+  async isAncestor(commit: string, of: string): Promise<boolean> {
+    try {
+      await this.run(['merge-base', '--is-ancestor', commit, of]);
+      return true;
+    } catch (error) {
+      if (error instanceof GitCommandError) return false;
+      throw error;
+    }
+  }
+
   /** Commits whose parents were cut off (empty when the history is complete). */
   async shallowCommits(): Promise<Set<string>> {
     try {

@@ -3,7 +3,7 @@
 // reads it the same way, lock-name rules included.
 import { nodeCrypto } from '../base/lazy-builtins.js';
 import { lockNameProblem } from '../base/lock-name.js';
-import type { LockState } from '../lock/pool-state.js';
+import { lockPath, type Change, type LockState } from '../lock/pool-state.js';
 
 /** One `ls-tree` row. */
 export interface TreeEntry {
@@ -256,6 +256,33 @@ export type FastImportChange =
   | { kind: 'rename'; from: string; to: string }
   | { kind: 'modify'; mode: string; path: string; content: Buffer }
   | { kind: 'delete'; path: string };
+
+/**
+ * A lock change in `pool` as the file change that makes it; a lock file written where one is
+ * keeps that file's mode (`modeOf`, undefined for a new file).
+ */
+export function lockFileChange(
+  pool: string,
+  change: Change,
+  modeOf: (path: string) => string | undefined,
+): FastImportChange | undefined {
+  switch (change.kind) {
+    case 'move':
+      return {
+        kind: 'rename',
+        from: lockPath(pool, change.from, change.name),
+        to: lockPath(pool, change.to, change.name),
+      };
+    case 'write': {
+      const path = lockPath(pool, change.state, change.name);
+      return { kind: 'modify', mode: modeOf(path) ?? '100644', path, content: change.content };
+    }
+    case 'delete':
+      return { kind: 'delete', path: lockPath(pool, change.state, change.name) };
+    case 'none':
+      return undefined;
+  }
+}
 
 /**
  * A fast-import stream that writes one commit on top of `from` to `ref` and prints its id

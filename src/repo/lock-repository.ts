@@ -31,9 +31,9 @@ import {
   blobId,
   fastImportCommits,
   isRegularFile,
+  lockFileChange,
   parseMarks,
   poolEntries,
-  type FastImportChange,
   type TreeEntry,
 } from './git-output.js';
 
@@ -278,7 +278,7 @@ export class LockRepository {
       from: this.committed ?? this.synced(),
       commits: staged.map(({ change }, index) => ({
         message: messages[index]!,
-        change: this.fileChange(change),
+        change: lockFileChange(this.options.pool, change, (path) => this.entries.get(path)?.mode),
       })),
     });
     const out = await this.run(
@@ -300,28 +300,6 @@ export class LockRepository {
     this.committed = ids.at(-1);
     this.staged = [];
     return ids;
-  }
-
-  /** A lock change as the file change that makes it. */
-  private fileChange(change: Change): FastImportChange | undefined {
-    const { pool } = this.options;
-    switch (change.kind) {
-      case 'move':
-        return {
-          kind: 'rename',
-          from: lockPath(pool, change.from, change.name),
-          to: lockPath(pool, change.to, change.name),
-        };
-      case 'write': {
-        const path = lockPath(pool, change.state, change.name);
-        const mode = this.entries.get(path)?.mode ?? '100644';
-        return { kind: 'modify', mode, path, content: change.content };
-      }
-      case 'delete':
-        return { kind: 'delete', path: lockPath(pool, change.state, change.name) };
-      case 'none':
-        return undefined;
-    }
   }
 
   /**
@@ -361,7 +339,7 @@ export class LockRepository {
       const tip = this.synced();
       // Still at the tip the claim was made on: it has not landed.
       if (claim.parent === tip) return false;
-      if (await this.isAncestor(claim.commit, tip)) {
+      if (await this.copy.isAncestor(claim.commit, tip)) {
         // `rev-list --count` always prints, so the answer costs one quick command.
         const since = await this.run([
           'rev-list',
@@ -374,7 +352,8 @@ export class LockRepository {
       }
       // The history fetched reaches back to the tip the claim was made on, so it would hold the
       // claim had it landed: no need to fetch more.
-      if (claim.parent !== undefined && (await this.isAncestor(claim.parent, tip))) return false;
+      if (claim.parent !== undefined && (await this.copy.isAncestor(claim.parent, tip)))
+        return false;
       if (more === undefined || !(await this.deepen(more))) return false;
     }
     return false;
@@ -392,17 +371,6 @@ export class LockRepository {
       this.entries.has(lockPath(pool, at, name)),
     );
     return this.claimReader.reclaimOf(this.synced(), name, state, token);
-  }
-
-  /** False too when `commit` is unknown here (not fetched yet, or never on this branch). */
-  private async isAncestor(commit: string, of: string): Promise<boolean> {
-    try {
-      await this.run(['merge-base', '--is-ancestor', commit, of]);
-      return true;
-    } catch (error) {
-      if (error instanceof GitCommandError) return false;
-      throw error;
-    }
   }
 
   private synced(): string {
