@@ -44,8 +44,11 @@ export interface LineMemberOptions {
 
 /** What a wait in line does between its looks at the line (LockPool's reporter and sleep). */
 export interface LineWait {
-  /** Says what the put waits for (every poll; the reporter decides what is worth a line). */
-  report(): void | Promise<void>;
+  /**
+   * Says what the put waits for (every poll; the reporter decides what is worth a line), with the
+   * newest branch tip the put has seen, where who holds the locks is read.
+   */
+  report(tip: string): void | Promise<void>;
   /** Sleeps about `intervalMs`, or ends the wait (wait_timeout, cancellation) by throwing. */
   pause(intervalMs: number): Promise<void>;
   /** When to stop waiting whatever the branch does (a lease runs out then, SPEC §10). */
@@ -170,8 +173,9 @@ export class LineMember {
   async waitInLine(tip: string, wait: LineWait): Promise<string | undefined> {
     const retryDelayMs = this.options.retryDelayMs;
     let presynced: string | undefined;
+    let newest = tip;
     for (;;) {
-      await wait.report();
+      await wait.report(newest);
       const busy = this.clock.now() - this.movedAt < QUIET_AFTER_DELAYS * pollMs(retryDelayMs);
       const front =
         busy && this.ahead !== undefined && lockDemand(this.ahead) < this.free + FRONT_SPARE;
@@ -200,7 +204,10 @@ export class LineMember {
         this.lastTip = remote;
         this.movedAt = this.clock.now();
       }
-      if (remote !== undefined) this.watch.sawTip(remote);
+      if (remote !== undefined) {
+        this.watch.sawTip(remote);
+        newest = remote;
+      }
       const present = this.watch.present(seen);
       // Taken out by a put that thought this one gone, or a join whose answer was lost.
       if (this.joined && !present.some((entry) => entry.token === this.me.token)) {

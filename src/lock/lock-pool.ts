@@ -23,7 +23,7 @@ export interface PoolReporter {
     reason: string,
     wanted: readonly string[],
     waitedMs: number,
-    /** The branch tip the reason is about: who holds the wanted locks is read there. */
+    /** The newest branch tip the put has seen: who holds the wanted locks is read there. */
     tip?: string,
   ): void | Promise<void>;
   /** A rejected or no-op push: the pool moved under us. */
@@ -305,7 +305,7 @@ export class LockPool {
     until?: number,
   ): Promise<void> {
     this.presynced = await line.waitInLine(tip, {
-      report: () => this.reporter.waiting(reason, wanted, this.clock.now() - started, tip),
+      report: (newest) => this.reporter.waiting(reason, wanted, this.clock.now() - started, newest),
       pause: (intervalMs) => this.pause(intervalMs, reason, started),
       wakeAt: until,
     });

@@ -101,7 +101,7 @@ export class LockHolders {
   }
 
   /**
-   * Brings the copy up to the remote branch tip, or to `tip` (a branch tip the caller fetched)
+   * Brings the copy up to the remote branch tip, or to `tip` (a branch tip the caller has seen)
    * when given: shallow the first time, incremental after. A copy already at `tip` fetches
    * nothing; where fetchById allows, `tip` is asked for by its id, without listing the remote's
    * refs (the branch is fetched instead, and from then on, once the server refused one).
@@ -353,7 +353,7 @@ export class HolderLookup {
     return this.holders.searchedDepth;
   }
 
-  /** Who holds the claimed locks among `wanted`, at `tip` (the branch tip the caller fetched). */
+  /** Who holds the claimed locks among `wanted`, at `tip` (a branch tip the caller has seen). */
   async claimed(wanted: readonly string[], tip?: string): Promise<LockRecord[]> {
     const signal = AbortSignal.any([this.runSignal, AbortSignal.timeout(this.budgetMs)]);
     try {

@@ -12,7 +12,7 @@ const MAX_HOLDERS_SHOWN = 3;
 
 /** Who holds the claimed locks among `wanted` (see HolderLookup). */
 export interface HolderSource {
-  /** At `tip`, the branch tip the put last fetched, where known. */
+  /** At `tip`, the newest branch tip the put has seen (fetched or looked at), where known. */
   claimed(wanted: readonly string[], tip?: string): Promise<LockRecord[]>;
   readonly searchedDepth: number;
 }

@@ -320,10 +320,13 @@ class RecordingReporter implements PoolReporter {
   readonly wanted: (readonly string[])[] = [];
   readonly conflicts: string[] = [];
   readonly transients: { message: string; attempt: number; delayMs: number }[] = [];
+  /** The tip each wait named, where who holds the wanted locks is read. */
+  readonly tips: (string | undefined)[] = [];
 
-  waiting(reason: string, wanted: readonly string[]): void {
+  waiting(reason: string, wanted: readonly string[], _waitedMs: number, tip?: string): void {
     this.waits.push(reason);
     this.wanted.push(wanted);
+    this.tips.push(tip);
   }
 
   conflict(name: string): void {
@@ -964,6 +967,34 @@ describe('LockPool in the waiting line', () => {
     expect(store.count('look')).toBeGreaterThanOrEqual(2);
     expect(clock.sleeps.slice(0, 2)).toEqual([RETRY_DELAY_MS / 2, RETRY_DELAY_MS]);
     expect(store.line).toEqual([]);
+  });
+
+  it('further back, names the newest tip it saw for the holders, fetched or only looked at', async () => {
+    const store = new FakeStore(['lock-a'], []);
+    store.line = [waiting('first', 3_000), waiting('second', 2_000), waiting('third', 1_000)];
+    const { pool, clock, reporter } = setup(store, { lineToken: 'me' });
+    const synced = new Set<string>();
+    for (const method of ['sync', 'syncTo'] as const) {
+      const original = store[method].bind(store) as (...args: never[]) => Promise<string>;
+      store[method] = async (...args: never[]) => {
+        const tip = await original(...args);
+        synced.add(tip);
+        return tip;
+      };
+    }
+    // As in the test above: the lock changes hands within each poll, and the line moves up.
+    clock.onSleep = () => {
+      if (store.remote.claimed.has('lock-a')) store.otherMoves('lock-a', 'unclaimed');
+      if (store.line[0] && store.line[0].token !== 'me') {
+        store.otherMoves('lock-a', 'claimed');
+        store.line.shift();
+      }
+    };
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+    // While it waited further back it fetched nothing, yet its line named the tips its looks saw.
+    const looked = reporter.tips.filter((tip) => tip !== undefined && !synced.has(tip));
+    expect(looked.length).toBeGreaterThan(0);
+    expect(reporter.tips.every((tip) => tip !== undefined)).toBe(true);
   });
 
   it('further back, fetches the tip its look saw when the line ahead stands still after a release', async () => {
