@@ -948,12 +948,14 @@ describe('LockPool in the waiting line', () => {
     expect(clock.sleeps).toEqual([]);
   });
 
-  it('further back, polls the tip at retry_delay and fetches only what it could take', async () => {
+  /**
+   * Three puts in line ahead for lock-a, held: within each poll the holder releases and the first
+   * in line takes it, over and over, so the tip keeps moving, and the line with it.
+   */
+  function lineMovingUp() {
     const store = new FakeStore(['lock-a'], []);
     store.line = [waiting('first', 3_000), waiting('second', 2_000), waiting('third', 1_000)];
-    const { pool, clock } = setup(store, { lineToken: 'me' });
-    // Within each poll the holder releases and the first in line takes it, over and over: the
-    // tip keeps moving, and the line with it.
+    const { pool, clock, reporter } = setup(store, { lineToken: 'me' });
     clock.onSleep = () => {
       if (store.remote.claimed.has('lock-a')) store.otherMoves('lock-a', 'unclaimed');
       if (store.line[0] && store.line[0].token !== 'me') {
@@ -961,6 +963,11 @@ describe('LockPool in the waiting line', () => {
         store.line.shift();
       }
     };
+    return { store, pool, clock, reporter };
+  }
+
+  it('further back, polls the tip at retry_delay and fetches only what it could take', async () => {
+    const { store, pool, clock } = lineMovingUp();
     expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
     // Three puts took the lock before this one; it fetched only once the one ahead of it had.
     expect(store.count('sync')).toBeLessThan(5);
@@ -970,9 +977,7 @@ describe('LockPool in the waiting line', () => {
   });
 
   it('further back, names the newest tip it saw for the holders, fetched or only looked at', async () => {
-    const store = new FakeStore(['lock-a'], []);
-    store.line = [waiting('first', 3_000), waiting('second', 2_000), waiting('third', 1_000)];
-    const { pool, clock, reporter } = setup(store, { lineToken: 'me' });
+    const { store, pool, reporter } = lineMovingUp();
     const synced = new Set<string>();
     for (const method of ['sync', 'syncTo'] as const) {
       const original = store[method].bind(store) as (...args: never[]) => Promise<string>;
@@ -982,14 +987,6 @@ describe('LockPool in the waiting line', () => {
         return tip;
       };
     }
-    // As in the test above: the lock changes hands within each poll, and the line moves up.
-    clock.onSleep = () => {
-      if (store.remote.claimed.has('lock-a')) store.otherMoves('lock-a', 'unclaimed');
-      if (store.line[0] && store.line[0].token !== 'me') {
-        store.otherMoves('lock-a', 'claimed');
-        store.line.shift();
-      }
-    };
     expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
     // While it waited further back it fetched nothing, yet its line named the tips its looks saw.
     const looked = reporter.tips.filter((tip) => tip !== undefined && !synced.has(tip));
