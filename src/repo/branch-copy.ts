@@ -20,6 +20,27 @@ export interface BranchCopyOptions {
    * writes to disk, and the first fetch keeps what it brings as one pack (see `fetch`).
    */
   scratch?: boolean;
+  /** Whether the run asks for commits by their id (fetchCommit); never when unset. */
+  byId?: FetchById;
+}
+
+/**
+ * Whether a run asks the lock repository for commits by their id (BranchCopy.fetchCommit): where
+ * git speaks protocol v2 to it, until the server refuses one. The run's copies share it, so one
+ * refusal ends it for all of them.
+ */
+export class FetchById {
+  private refused = false;
+
+  constructor(private readonly allowed: boolean) {}
+
+  get usable(): boolean {
+    return this.allowed && !this.refused;
+  }
+
+  refuse(): void {
+    this.refused = true;
+  }
 }
 
 /**
@@ -165,16 +186,27 @@ export class BranchCopy {
    * Fetches the commit `id` as the branch tip (one a look has just seen there), as far as `reach`
    * says. Asked for by its id, with no ref of the remote to match, git does not list the remote's
    * refs first (protocol v2): one round trip, and one upload-pack on the server, less than
-   * `fetch`. Fails where the server refuses a commit asked for by id (protocol v0 serves only
-   * the tips it has just advertised) or no longer has it.
+   * `fetch`. False, having fetched nothing, where the run asks nothing by id (options.byId), or
+   * where the server refuses it (protocol v0 serves only the tips it has just advertised; a
+   * commit it no longer has): the run asks nothing by id from then on, and the caller fetches the
+   * branch instead.
    */
-  async fetchCommit(id: string, reach: Reach, signal?: AbortSignal): Promise<void> {
-    await this.run(this.fetchArgs(reach, [`+${id}:${this.trackingRef}`]), {
-      signal,
-      config: this.options.scratch ? NO_SYNC : [],
-    });
+  async fetchCommit(id: string, reach: Reach, signal?: AbortSignal): Promise<boolean> {
+    const byId = this.options.byId;
+    if (!byId?.usable) return false;
+    try {
+      await this.run(this.fetchArgs(reach, [`+${id}:${this.trackingRef}`]), {
+        signal,
+        config: this.options.scratch ? NO_SYNC : [],
+      });
+    } catch (error) {
+      if (!(error instanceof GitCommandError) || signal?.aborted) throw error;
+      byId.refuse();
+      return false;
+    }
     this.fetchedTip = id;
     this.knownDepth = typeof reach === 'number' ? reach : undefined;
+    return true;
   }
 
   /** `git fetch` of `refspecs` from the lock repository, as far as `reach` says. */

@@ -7,7 +7,7 @@ import { CancelledError, GitCommandError, formatMs } from '../base/errors.js';
 import { missingPoolError } from './missing-pool.js';
 import type { Git } from '../git/git.js';
 import { lockPath, type LockState } from '../lock/pool-state.js';
-import { BranchCopy } from './branch-copy.js';
+import { BranchCopy, type FetchById } from './branch-copy.js';
 import {
   RECLAIMED_TOKEN,
   claimFromTrailers,
@@ -64,8 +64,8 @@ export interface LockHoldersOptions {
   gitDir: string;
   /** How many commits back a lookup may fetch; undefined means the whole history. */
   maxDepth?: number;
-  /** Fetch a tip given to `refresh` by its id (see LockRepositoryOptions.fetchById). */
-  fetchById?: boolean;
+  /** Whether a tip given to `refresh` is fetched by its id; never when unset. */
+  fetchById?: FetchById;
 }
 
 /** First fetch depth, then the deepening steps: most locks in use were taken recently. */
@@ -78,8 +78,6 @@ export class LockHolders {
   private readonly copy: BranchCopy;
   private initialised = false;
   private depth = 0;
-  /** Set once the server refused a tip asked for by id: the branch is fetched from then on. */
-  private byIdRefused = false;
 
   constructor(
     git: Git,
@@ -93,6 +91,7 @@ export class LockHolders {
         uri: options.uri,
         branch: options.branch,
         gitDir: options.gitDir,
+        byId: options.fetchById,
       });
   }
 
@@ -114,15 +113,7 @@ export class LockHolders {
     if (tip !== undefined && tip === this.copy.fetched) return;
     // Once shallow history is there, a plain fetch brings only the commits since, down to it.
     const reach = this.copy.fetched === undefined ? FIRST_DEPTH : 'since';
-    if (tip !== undefined && this.options.fetchById && !this.byIdRefused) {
-      try {
-        await this.copy.fetchCommit(tip, reach, signal);
-        return;
-      } catch (error) {
-        if (!(error instanceof GitCommandError) || signal?.aborted) throw error;
-        this.byIdRefused = true;
-      }
-    }
+    if (tip !== undefined && (await this.copy.fetchCommit(tip, reach, signal))) return;
     await this.copy.fetch(reach, { signal });
   }
 
@@ -381,7 +372,7 @@ export function holderLookup(
   home: string,
   signal: AbortSignal,
   waitTimeoutMs: number | undefined,
-  fetchById: boolean,
+  fetchById: FetchById,
 ): HolderLookup {
   const holders = new LockHolders(git, {
     uri: source.uri,

@@ -7,7 +7,7 @@
 // one fast-import that writes the commit straight from the tip's trees (no checkout, no index,
 // nothing proportional to the history or the pool's size on disk) and one push. simple-git
 // waits 50 ms after any command that printed nothing, so the commands chosen here all print.
-import { OperationError, GitCommandError } from '../base/errors.js';
+import { OperationError } from '../base/errors.js';
 import type { Git, GitRunOptions } from '../git/git.js';
 import type { PushOutcome } from '../git/push-outcome.js';
 import {
@@ -24,7 +24,7 @@ import type { LockMetadata } from '../base/lock-match.js';
 import { LockFiles } from './lock-files.js';
 import type { WaitingEntry } from '../lock/waiting-line.js';
 import { LineRefs } from './line-refs.js';
-import { BranchCopy, type Reach } from './branch-copy.js';
+import { BranchCopy, type FetchById, type Reach } from './branch-copy.js';
 import { BranchPush } from './branch-push.js';
 import type { KeptRefs } from '../git/kept-refs.js';
 import {
@@ -56,11 +56,8 @@ export interface LockRepositoryOptions {
    * request or one upload-pack and no new connection, and falls back to ls-remote once it fails.
    */
   refs?: KeptRefs;
-  /**
-   * Fetch a tip a look has just seen by its id (see syncTo): where git speaks protocol v2 to the
-   * server, which then need not list its refs again.
-   */
-  fetchById?: boolean;
+  /** Whether a tip a look has just seen is fetched by its id (see syncTo); never when unset. */
+  fetchById?: FetchById;
 }
 
 /** How many commits a keepHistory copy starts with. */
@@ -87,8 +84,6 @@ export class LockRepository {
   /** The reader of claims (leases, fencing). */
   private readonly claimReader: ClaimReader;
   private readonly pusher: BranchPush;
-  /** Set once the server refused a tip asked for by id: syncTo fetches the branch from then on. */
-  private byIdRefused = false;
 
   constructor(
     private readonly git: Git,
@@ -100,6 +95,7 @@ export class LockRepository {
       gitDir: options.workdir,
       // The run's private folder holds it (see LockRepositoryOptions.workdir).
       scratch: true,
+      byId: options.fetchById,
     });
     this.claimReader = new ClaimReader(git, options, this.copy);
     this.line = new LineRefs(this.copy, options);
@@ -152,14 +148,8 @@ export class LockRepository {
    * by id, or one it no longer has), fetches the branch as `sync` does, and does so from then on.
    */
   async syncTo(seen: { tip: string; line: WaitingEntry[] }): Promise<string> {
-    if (!this.initialised || !this.options.fetchById || this.byIdRefused) return this.sync();
-    try {
-      await this.copy.fetchCommit(seen.tip, this.options.keepHistory ? 'since' : 1);
-    } catch (error) {
-      if (!(error instanceof GitCommandError)) throw error;
-      this.byIdRefused = true;
-      return this.sync();
-    }
+    const reach = this.options.keepHistory ? 'since' : 1;
+    if (!this.initialised || !(await this.copy.fetchCommit(seen.tip, reach))) return this.sync();
     this.fetchedLine = this.options.line ? seen.line : [];
     return this.startAttempt();
   }

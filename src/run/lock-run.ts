@@ -12,6 +12,7 @@ import type { Reclaim } from '../lock/leases.js';
 import type { ResolvedOperation } from '../lock/lock-operation.js';
 import { LockPool, type Outcome } from '../lock/lock-pool.js';
 import { LockRepository } from '../repo/lock-repository.js';
+import { FetchById } from '../repo/branch-copy.js';
 import { keptRefsFor } from '../git/kept-refs.js';
 import { wireProtocolVersion } from '../git/environment.js';
 import { ProgressReporter } from './progress.js';
@@ -44,7 +45,7 @@ export async function runLockOperation(
   // Over protocol v2 a tip already seen (by a look, or by the put's own fetch) is fetched by its
   // id, the refs not listed again; over v0 (git://) the server advertises every ref on each
   // connection anyway.
-  const fetchById = wireProtocolVersion(source.uri) === '2';
+  const fetchById = new FetchById(wireProtocolVersion(source.uri) === '2');
   const repository = new LockRepository(git, {
     uri: source.uri,
     branch: source.branch,

@@ -7,6 +7,7 @@ import { createGitEnvironment, type GitEnvironment } from '../../src/git/environ
 import { Git } from '../../src/git/git.js';
 import { LockRepository } from '../../src/repo/lock-repository.js';
 import { holderLookup } from '../../src/repo/lock-holders.js';
+import { FetchById } from '../../src/repo/branch-copy.js';
 import { parseCheckRequest } from '../../src/protocol/request.js';
 import { appendCommits, otherPoolCommits } from '../helpers/long-history.js';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
@@ -31,7 +32,7 @@ async function openGit() {
 }
 
 async function openRepository(
-  options: { line?: boolean; fetchById?: boolean } = {},
+  options: { line?: boolean; fetchById?: FetchById } = {},
 ): Promise<LockRepository> {
   const { git, source, environment } = await openGit();
   return new LockRepository(git, {
@@ -124,7 +125,7 @@ describe('the lock repository syncing to a tip a look saw', () => {
 
   it('fetches that commit, and takes the line the look saw with it', async () => {
     repo = await createLockRepo({ pool: { unclaimed: ['a', 'b'] } });
-    const store = await openRepository({ line: true, fetchById: true });
+    const store = await openRepository({ line: true, fetchById: new FetchById(true) });
     await store.sync();
     await appendCommits(repo.bare, repo.branch, [claimB]);
     const seen = await store.look();
@@ -137,7 +138,7 @@ describe('the lock repository syncing to a tip a look saw', () => {
 
   it('fetches the branch instead where the server refuses the commit, and from then on', async () => {
     repo = await createLockRepo({ pool: { unclaimed: ['a', 'b'] } });
-    const store = await openRepository({ line: true, fetchById: true });
+    const store = await openRepository({ line: true, fetchById: new FetchById(true) });
     const first = await store.sync();
     await appendCommits(repo.bare, repo.branch, [claimB]);
     const tip = await repo.tip();
@@ -149,27 +150,36 @@ describe('the lock repository syncing to a tip a look saw', () => {
   });
 });
 
+/** A waiting put's holder lookup for `repo`, in a run's private home. */
+async function holderLookupOf(fetchById: FetchById) {
+  const { git, source, environment } = await openGit();
+  return holderLookup(
+    git,
+    source,
+    environment.home,
+    new AbortController().signal,
+    undefined,
+    fetchById,
+  );
+}
+
 describe('the holders a waiting put looks up, at the tip it fetched', () => {
   const claimB = { message: 'claiming: b', changes: ['R pool/unclaimed/b pool/claimed/b'] };
 
   it('reads them at that tip, fetched by its id', async () => {
     repo = await createLockRepo({ pool: { claimed: ['a'], unclaimed: ['b'] } });
-    const { git, source, environment } = await openGit();
     const tip = await repo.tip();
     await appendCommits(repo.bare, repo.branch, [claimB]);
-    const signal = new AbortController().signal;
-    const lookup = holderLookup(git, source, environment.home, signal, undefined, true);
+    const lookup = await holderLookupOf(new FetchById(true));
     // At the tip the put fetched, b was not claimed yet.
     expect((await lookup.claimed(['a', 'b'], tip)).map(({ name }) => name)).toEqual(['a']);
   });
 
   it('fetches nothing while its copy is at that tip', async () => {
     repo = await createLockRepo({ pool: { claimed: ['a'], unclaimed: ['b'] } });
-    const { git, source, environment } = await openGit();
     const tip = await repo.tip();
-    const signal = new AbortController().signal;
     // Even where nothing is fetched by id (git://).
-    const lookup = holderLookup(git, source, environment.home, signal, undefined, false);
+    const lookup = await holderLookupOf(new FetchById(false));
     expect((await lookup.claimed(['a'], tip)).map(({ name }) => name)).toEqual(['a']);
     // With the server gone, the copy at that tip still answers.
     await rename(repo.bare, `${repo.bare}.away`);
@@ -187,15 +197,41 @@ describe('the holders a waiting put looks up, at the tip it fetched', () => {
       pool: { claimed: ['a'], unclaimed: ['b'] },
       other: { unclaimed: ['x'] },
     });
-    const { git, source, environment } = await openGit();
-    const signal = new AbortController().signal;
-    const lookup = holderLookup(git, source, environment.home, signal, undefined, true);
+    const lookup = await holderLookupOf(new FetchById(true));
     const refused = await lookup.claimed(['a', 'b'], 'f'.repeat(40));
     expect(refused.map(({ name }) => name)).toEqual(['a']);
     await appendCommits(repo.bare, repo.branch, otherPoolCommits('other', 'x', 1));
     const between = await repo.tip();
     await appendCommits(repo.bare, repo.branch, [claimB]);
     // Asked about the tip before b's claim, it fetches the branch instead, where b is claimed.
+    const names = (await lookup.claimed(['a', 'b'], between)).map(({ name }) => name);
+    expect(names).toEqual(['a', 'b']);
+  });
+
+  it("fetches nothing by id once the run was refused one, by the put's own fetch", async () => {
+    repo = await createLockRepo({
+      pool: { claimed: ['a'], unclaimed: ['b'] },
+      other: { unclaimed: ['x'] },
+    });
+    const fetchById = new FetchById(true);
+    const { git, source, environment: env } = await openGit();
+    const store = new LockRepository(git, {
+      uri: source.uri,
+      branch: source.branch,
+      pool: source.pool,
+      workdir: join(env.home, 'repository'),
+      line: true,
+      fetchById,
+    });
+    const signal = new AbortController().signal;
+    const lookup = holderLookup(git, source, env.home, signal, undefined, fetchById);
+    await store.sync();
+    await appendCommits(repo.bare, repo.branch, otherPoolCommits('other', 'x', 1));
+    const between = await repo.tip();
+    await appendCommits(repo.bare, repo.branch, [claimB]);
+    await store.syncTo({ tip: 'f'.repeat(40), line: [] });
+    // The run's lookup shares the refusal: asked about the tip before b's claim, it fetches the
+    // branch, where b is claimed.
     const names = (await lookup.claimed(['a', 'b'], between)).map(({ name }) => name);
     expect(names).toEqual(['a', 'b']);
   });
