@@ -9,8 +9,8 @@
 //
 //   node scripts/bench.mjs [--quick] [--sizes 100,10000,100000] [--reps 9]
 //                          [--workers 8] [--locks 2] [--rounds 3] [--hold-ms 200]
-//                          [--retry-delay 1s] [--no-contention] [--no-kills] [--no-ssh]
-//                          [--no-http] [--keep] [--out FILE] [--assets build/resource]
+//                          [--retry-delay 1s] [--no-contention] [--no-kills] [--no-variants]
+//                          [--no-ssh] [--no-http] [--keep] [--out FILE] [--assets build/resource]
 //                          [--node PATH]
 //
 // The scripts run with the machine's node, or with --node (the image's major version, say); a
@@ -19,7 +19,9 @@
 // The contention run is measured twice over git daemon: as it is, and with puts SIGKILLed while
 // they wait (a lost worker: before each round a worker starts a second put, which is killed once
 // it waits in line; --no-kills leaves that out). Both report the longest time a lock stayed free
-// while a put that was not killed waited for one. It runs once more over HTTP (git http-backend
+// while a put that was not killed waited for one. Then twice more over git daemon
+// (--no-variants leaves them out): at retry_delay 100ms, and with twice the workers on twice the
+// locks. It runs once more over HTTP (git http-backend
 // behind basic auth; --no-http leaves it out), counting TCP connections.
 //
 // Without --no-http the operations are also measured over HTTPS with the server a 50 ms round trip
@@ -57,6 +59,29 @@ import { prepareScripts, TIME } from './bench/scripts.mjs';
 import { HTTP_LOGIN, SSHD, startDaemon, startHttp } from './bench/servers.mjs';
 import { measureHttps } from './bench/https.mjs';
 import { measureSsh } from './bench/ssh.mjs';
+
+/**
+ * The contention run over git daemon again at the fastest retry_delay (100ms, where every poll is
+ * at the floor) and with twice the puts on twice the locks: what waiting costs the server as the
+ * setting and the pool's size change.
+ */
+async function measureVariants(root, daemon) {
+  const { workers, locks } = contention;
+  const variants = [
+    { label: 'retry_delay 100ms', settings: { ...contention, retryDelay: '100ms' } },
+    {
+      label: `${2 * workers} puts on ${2 * locks} locks`,
+      settings: { ...contention, workers: 2 * workers, locks: 2 * locks },
+    },
+  ];
+  const results = [];
+  for (const [index, { label, settings }] of variants.entries()) {
+    process.stderr.write(`contention, ${label}…\n`);
+    const name = `contention-variant-${index}.git`;
+    results.push({ label, ...(await measureContention(root, daemon, { name, settings })) });
+  }
+  return results;
+}
 
 async function main() {
   if (!existsSync(join(ASSETS, 'out'))) {
@@ -101,6 +126,7 @@ async function main() {
           kills: true,
         });
       }
+      if (!opts['no-variants']) contentionResult.variants = await measureVariants(root, daemon);
     }
     if (!opts['no-contention'] && !opts['no-http']) {
       process.stderr.write('contention over HTTP (git http-backend, basic auth)…\n');

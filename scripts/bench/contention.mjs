@@ -18,14 +18,21 @@ import { median, percentile } from './stats.mjs';
 
 /**
  * `daemon`: the server (git daemon, or sshd counting logins); `extra`: more source fields;
- * `tmpRoot`: where the workers' TMPDIRs go.
+ * `tmpRoot`: where the workers' TMPDIRs go; `settings`: workers, locks, rounds, hold and
+ * retry_delay (the command line's by default).
  */
 export async function measureContention(
   root,
   daemon,
-  { name = 'contention.git', extra = {}, tmpRoot = root, kills = false } = {},
+  {
+    name = 'contention.git',
+    extra = {},
+    tmpRoot = root,
+    kills = false,
+    settings = contention,
+  } = {},
 ) {
-  const { workers, locks, rounds, holdMs, retryDelay } = contention;
+  const { workers, locks, rounds, holdMs, retryDelay } = settings;
   const repo = join(root, 'repos', name);
   await buildRepository(repo, 100, locks);
   const url = daemon.url(name);
@@ -106,6 +113,7 @@ export async function measureContention(
   const releaseMs = [];
   const startConnections = daemon.connections();
   const startPushes = daemon.pushes();
+  const startLooks = daemon.looks?.();
   const startRequests = daemon.requests?.();
   const started = performance.now();
   const worker = async (id) => {
@@ -156,6 +164,7 @@ export async function measureContention(
   const elapsedMs = performance.now() - started;
   const used = daemon.connections() - startConnections;
   const pushes = daemon.pushes() - startPushes;
+  const looks = startLooks === undefined ? undefined : daemon.looks() - startLooks;
   const endRequests = daemon.requests?.();
 
   // Mutual exclusion, from our own clock (a lock's hold intervals never overlap) and from the
@@ -198,6 +207,8 @@ export async function measureContention(
     maxMs: Math.max(...latencies),
     connectionsPerAcquire: used / acquireCount,
     pushesPerAcquire: pushes / acquireCount,
+    // Over git daemon: the looks among the connections, made without git.
+    looksPerAcquire: looks === undefined ? undefined : looks / acquireCount,
     // Over HTTP(S): the requests the server answered, and the ls-refs among them.
     requestsPerAcquire:
       endRequests && startRequests

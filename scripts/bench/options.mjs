@@ -18,6 +18,7 @@ export const { values: opts } = parseArgs({
     'retry-delay': { type: 'string', default: '1s' },
     'no-contention': { type: 'boolean', default: false },
     'no-kills': { type: 'boolean', default: false },
+    'no-variants': { type: 'boolean', default: false },
     'no-ssh': { type: 'boolean', default: false },
     'no-http': { type: 'boolean', default: false },
     keep: { type: 'boolean', default: false },

@@ -91,9 +91,7 @@ export function printTable(results, contentionResult, ssh, https) {
     lines.push(
       `  acquire latency     p50 ${s(c.p50Ms)} s, p95 ${s(c.p95Ms)} s, max ${s(c.maxMs)} s`,
     );
-    lines.push(
-      `  git connections     ${c.connectionsPerAcquire.toFixed(1)} per acquire (${c.pushesPerAcquire.toFixed(1)} of them pushes)`,
-    );
+    lines.push(`  git connections     ${connectionsLine(c)}`);
     lines.push(
       `  lost races          ${c.lostRacesPerAcquire.toFixed(1)} per acquire, ${c.lostRacesPerRelease.toFixed(1)} per release`,
     );
@@ -120,6 +118,15 @@ export function printTable(results, contentionResult, ssh, https) {
       lines.push(`  mutual exclusion    ${k.violations} violations`);
       lines.push(`  waiting line        ${k.lineLeft} entries left behind`);
     }
+  }
+  for (const v of contentionResult?.variants ?? []) {
+    lines.push('');
+    lines.push(
+      `contention, ${v.label} (${v.workers} workers × ${v.locks} locks × ${v.rounds} rounds, hold ${v.holdMs} ms, retry_delay ${v.retryDelay}):`,
+      `  ${v.throughput.toFixed(2)} acquires/s, p50 ${s(v.p50Ms)} s, p95 ${s(v.p95Ms)} s; lost races ${v.lostRacesPerAcquire.toFixed(1)} per acquire, ${v.lostRacesPerRelease.toFixed(1)} per release`,
+      `  git connections ${connectionsLine(v)}`,
+      `  hand-over median ${s(v.handoverMedianMs)} s, p95 ${s(v.handoverP95Ms)} s; ${v.violations} violations, ${v.lineLeft} entries left behind`,
+    );
   }
   const h = contentionResult?.http;
   if (h) {
@@ -230,6 +237,13 @@ function transportLines(title, result, keys, { name, unit, modes }) {
   return lines;
 }
 
+/** A git daemon contention run's connections per acquire, and which kinds they were. */
+function connectionsLine(c) {
+  const looks =
+    c.looksPerAcquire === undefined ? '' : `, ${c.looksPerAcquire.toFixed(1)} looks without git`;
+  return `${c.connectionsPerAcquire.toFixed(1)} per acquire (${c.pushesPerAcquire.toFixed(1)} of them pushes${looks})`;
+}
+
 /** What an HTTP(S) server answered per acquire under contention, where it was counted. */
 function requestsLine(c) {
   if (c.requestsPerAcquire === undefined) return undefined;
@@ -291,6 +305,16 @@ export function targets(results, c, ssh, https) {
         `no mutual-exclusion violation with puts killed: ${c.kills.violations}`,
         c.kills.violations <= k.maxViolations,
       ]);
+    for (const v of c.variants ?? []) {
+      list.push([
+        `no mutual-exclusion violation, ${v.label}: ${v.violations}`,
+        v.violations <= k.maxViolations,
+      ]);
+      list.push([
+        `no waiting-line entry left behind, ${v.label}: ${v.lineLeft}`,
+        v.lineLeft <= k.maxLineLeft,
+      ]);
+    }
   }
   if (c?.http) {
     list.push([

@@ -23,6 +23,7 @@ export async function startDaemon(base) {
     url: (name) => daemon.url(join(base, name)),
     connections: () => connections(daemon.log()) - offset,
     pushes: () => (daemon.log().match(/Request receive-pack /g) ?? []).length,
+    looks: () => looksOf(daemon.log()),
     stop: daemon.stop,
   };
 }
@@ -115,6 +116,20 @@ export async function startSshd(root, base) {
     pushes: () => NaN,
     stop: server.stop,
   };
+}
+
+/**
+ * The upload-pack connections that asked for protocol v2: a run speaks v0 to `git://` (git's
+ * fetches), so these are the looks a put makes without git (one `ls-refs` each).
+ */
+function looksOf(log) {
+  const v2 = new Set();
+  let looks = 0;
+  for (const [, pid, what] of log.matchAll(/^\[(\d+)\] (.*)$/gm)) {
+    if (what === 'Extended attribute "protocol": version=2') v2.add(pid);
+    else if (what.startsWith('Request upload-pack ') && v2.has(pid)) looks++;
+  }
+  return looks;
 }
 
 function connections(log) {
