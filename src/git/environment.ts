@@ -13,6 +13,8 @@ import {
 import { startHttpRelay, type HttpRelay } from '../transport/http-relay.js';
 import { isSshUri } from '../transport/ssh-args.js';
 import { startSshMux, type SshMux } from '../transport/ssh-mux.js';
+import type { DaemonSockets } from './daemon-command.js';
+import { daemonTarget } from './daemon-refs.js';
 import { sshCommand } from './ssh-command.js';
 
 /** What git's environment is made from: the request's source (protocol/request.ts) fits it. */
@@ -50,6 +52,12 @@ export interface GitEnvironment {
   readonly relay?: HttpRelay;
   /** SSH: the run's shared connections (git's SSH program relays through them); undefined where it could not listen. */
   readonly mux?: SshMux;
+  /**
+   * git://: where git's fetches and pushes go over connections the run opens, with Nagle's
+   * algorithm off (git/daemon-command.ts); undefined for any other URI, and where a
+   * url.<base>.insteadOf may send git elsewhere.
+   */
+  readonly daemon?: DaemonSockets;
   dispose(): Promise<void>;
 }
 
@@ -279,6 +287,8 @@ async function fill(
     env[SSH_CONFIG_ENV] = JSON.stringify(sshConfig);
   }
   const identity = knownIdentity(source.gitConfig);
+  const target = rewritesUrls(source.gitConfig) ? undefined : daemonTarget(source.uri);
+  const daemon: DaemonSockets | undefined = target && { ...target, uri: source.uri };
   return {
     home,
     env,
@@ -286,6 +296,7 @@ async function fill(
     ...(identity ? { identity } : {}),
     ...(relay ? { relay } : {}),
     ...(mux ? { mux } : {}),
+    ...(daemon ? { daemon } : {}),
     dispose: () => {
       mux?.close();
       relay?.close();

@@ -11,6 +11,7 @@ import {
 } from '../base/errors.js';
 import { GIT_KILL_GRACE_MS } from '../base/stop-budget.js';
 import { accessFailure } from './access-failure.js';
+import { daemonCommand, runOnDaemonSocket, SOCKET_REMOTE } from './daemon-command.js';
 import { GIT_STOP_SIGNAL, processesWithHome, signalProcessesWithHome } from './child-processes.js';
 import type { GitEnvironment, GitIdentity } from './environment.js';
 import type { HttpRelay } from '../transport/http-relay.js';
@@ -73,7 +74,12 @@ export class Git {
   }
 
   async run(args: readonly string[], options: GitRunOptions = {}): Promise<string> {
-    return this.execute(args, options, (git) => git.raw([...args]));
+    return this.execute(
+      args,
+      options,
+      (git) => git.raw([...args]),
+      (stdout) => stdout,
+    );
   }
 
   /**
@@ -89,19 +95,35 @@ export class Git {
     return this.environment.mux;
   }
 
+  /**
+   * Whether git's fetches and pushes go over the run's own connections to a git:// lock
+   * repository (daemon-command.ts). There a fetch of only what is new waits on no delayed ACK,
+   * while a fetch with --depth still waits on git daemon's.
+   */
+  get overDaemonSockets(): boolean {
+    return this.environment.daemon !== undefined;
+  }
+
   /** The run's relay to an HTTP(S) lock repository, while git goes through it. */
   get relay(): HttpRelay | undefined {
     const { relay } = this.environment;
     return relay?.usable ? relay : undefined;
   }
 
+  /**
+   * `task` runs the command through simple-git. A command that returns its output as text
+   * (`fromStdout`) and goes to a git:// lock repository runs on a connection of the run's instead
+   * (daemon-command.ts), and through simple-git only where that connection cannot be made.
+   */
   private async execute<T>(
     args: readonly string[],
     options: GitRunOptions,
     task: (git: SimpleGit) => Promise<T>,
+    fromStdout?: (stdout: string) => T,
   ): Promise<T> {
     const relay = this.relay;
-    if (!relay || !REMOTE_COMMANDS.has(args[0] ?? '')) return this.attempt(args, options, task);
+    if (!relay || !REMOTE_COMMANDS.has(args[0] ?? ''))
+      return this.attempt(args, options, task, [], fromStdout);
     try {
       return await this.attempt(args, options, task, relay.config);
     } catch (error) {
@@ -118,6 +140,7 @@ export class Git {
     options: GitRunOptions,
     task: (git: SimpleGit) => Promise<T>,
     relayed: readonly (readonly [string, string])[] = [],
+    fromStdout?: (stdout: string) => T,
   ): Promise<T> {
     const parent = options.signal ?? this.signal;
     if (parent.aborted) throw new CancelledError(parent.reason);
@@ -127,9 +150,12 @@ export class Git {
     // failure is kept here and rethrown as is.
     let failure: GitCommandError | undefined;
     const env = withConfig(this.environment.env, [...relayed, ...(options.config ?? [])]);
-    // git names the address it used: the relay's, which the user never gave.
+    const daemon = this.environment.daemon;
+    const direct = daemon && fromStdout ? daemonCommand(daemon, args) : undefined;
+    // git names the address it used: the relay's or the socket's, which the user never gave.
     const words = (output: Buffer[]) => {
       const text = Buffer.concat(output).toString('utf8');
+      if (direct && daemon) return text.replaceAll(SOCKET_REMOTE, daemon.uri);
       return this.environment.relay?.unrelay(text) ?? text;
     };
     const gitOptions: Partial<SimpleGitOptions> = {
@@ -162,7 +188,22 @@ export class Git {
     };
     signal.addEventListener('abort', stopProcesses, { once: true });
     try {
-      const output = await task(simpleGit(gitOptions).env(env));
+      const cwd = gitOptions.baseDir!;
+      const socketRun =
+        direct && daemon
+          ? await runOnDaemonSocket(daemon, direct, { env, cwd, signal })
+          : undefined;
+      let output: T;
+      if (socketRun && fromStdout) {
+        if (socketRun.exitCode !== 0) {
+          const { exitCode = -1, stdout, stderr } = socketRun;
+          failure = new GitCommandError(args, exitCode, words([stdout]), words([stderr]));
+          throw failure;
+        }
+        output = fromStdout(socketRun.stdout.toString('utf8'));
+      } else {
+        output = await task(simpleGit(gitOptions).env(env));
+      }
       if (REMOTE_COMMANDS.has(args[0] ?? '')) this.reachedRemote = true;
       return output;
     } catch (error) {

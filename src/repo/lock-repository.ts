@@ -133,9 +133,12 @@ export class LockRepository {
     return this.line.leave(entries, signal);
   }
 
-  /** Fetches the branch tip (depth 1); the next attempt starts from exactly that commit. */
+  /**
+   * Fetches the branch tip (depth 1 the first time; later depth 1 too, or only the commits since
+   * where that is cheaper, see laterReach); the next attempt starts from exactly that commit.
+   */
   async sync(): Promise<string> {
-    if (this.initialised) await this.fetch(this.options.keepHistory ? 'since' : 1);
+    if (this.initialised) await this.fetch(this.laterReach);
     else if (this.options.line) await this.initAndFetch();
     else await this.cloneTip();
     return this.startAttempt();
@@ -152,6 +155,16 @@ export class LockRepository {
     if (!this.initialised || !(await this.copy.fetchCommit(seen.tip, reach))) return this.sync();
     this.fetchedLine = this.options.line ? seen.line : [];
     return this.startAttempt();
+  }
+
+  /**
+   * How far a fetch after the first reaches: only the commits since, for a copy that keeps its
+   * history, and over git:// on the run's own connections, where a --depth makes git daemon's
+   * answer wait on a delayed ACK (git/daemon-command.ts) and a poll brings a commit or two anyway;
+   * else the tip alone.
+   */
+  private get laterReach(): Reach {
+    return this.options.keepHistory || this.git.overDaemonSockets ? 'since' : 1;
   }
 
   /** An attempt starts from the tip just synced, with nothing read or staged yet. */

@@ -1,0 +1,131 @@
+// git's fetches and pushes to a git:// lock repository, over a connection the run opens. git and
+// git daemon write each pkt-line with its own write() on sockets with Nagle's algorithm on, so an
+// exchange split over small writes waits for the peer's delayed ACK, about 40 ms on Linux however
+// near the server: a fetch's wants then its haves, a push's commands then its pack. Here the run
+// connects with Nagle off, sends git daemon's request line itself (as git's connect.c writes it,
+// protocol v0: environment.ts) and hands the socket to git as its descriptor 3, where git's `fd::`
+// transport (git-remote-fd) speaks the protocol on it: git's writes then leave at once. Measured on
+// 127.0.0.1 (git 2.39): a fetch of a new commit 61 ms by git's own connection, 18 ms on ours; a
+// push 59 ms and 21 ms. A fetch with --depth still waits once, on git daemon's side (its shallow
+// lines, then a flush): the lock repository fetches only what is new after its first fetch
+// (repo/lock-repository.ts).
+import { spawn } from 'node:child_process';
+import { connect, type Socket } from 'node:net';
+import type { DaemonTarget } from './daemon-refs.js';
+import { pktLine } from './ls-refs.js';
+
+/** Where git finds the socket: its descriptor 3, as git-remote-fd names it. */
+export const SOCKET_REMOTE = 'fd::3';
+
+/** The git:// lock repository the run's commands go to over its own connections. */
+export interface DaemonSockets extends DaemonTarget {
+  /** The URI as the run's commands name it. */
+  uri: string;
+}
+
+/** A git command that goes over a socket of the run's: the service it asks git daemon for. */
+export interface DaemonCommand {
+  service: 'git-upload-pack' | 'git-receive-pack';
+  /** The command's arguments with the URI replaced by SOCKET_REMOTE. */
+  args: string[];
+}
+
+export interface CommandResult {
+  /** undefined when git ended on a signal. */
+  exitCode: number | undefined;
+  stdout: Buffer;
+  stderr: Buffer;
+}
+
+const SERVICES: Record<string, DaemonCommand['service']> = {
+  clone: 'git-upload-pack',
+  fetch: 'git-upload-pack',
+  push: 'git-receive-pack',
+};
+
+/**
+ * `args` as a command over the run's socket; undefined for a command that does not name the URI
+ * (a remote named `origin`, a local command) and for ls-remote, whose protocol v0 exchange is one
+ * write each way: no stall to spare.
+ */
+export function daemonCommand(
+  daemon: DaemonSockets,
+  args: readonly string[],
+): DaemonCommand | undefined {
+  const service = SERVICES[args[0] ?? ''];
+  const at = args.indexOf(daemon.uri);
+  if (!service || at < 0 || args.indexOf(daemon.uri, at + 1) >= 0) return undefined;
+  return { service, args: args.map((arg, index) => (index === at ? SOCKET_REMOTE : arg)) };
+}
+
+/**
+ * Runs `command` with git on a connection to git daemon that has Nagle's algorithm off; undefined,
+ * having started nothing, when the connection cannot be made (git then connects itself and says
+ * why in its own words). Stopping git is the caller's, by signalling it.
+ */
+export async function runOnDaemonSocket(
+  daemon: DaemonSockets,
+  command: DaemonCommand,
+  options: { env: Record<string, string>; cwd: string; signal: AbortSignal },
+): Promise<CommandResult | undefined> {
+  const socket = await requested(daemon, command.service, options.signal);
+  if (!socket) return undefined;
+  let child;
+  try {
+    // The `fd::` transport for this command alone: no URI a request gives may name it.
+    const allowed = `${options.env.GIT_ALLOW_PROTOCOL ?? 'git'}:fd`;
+    child = spawn('git', command.args, {
+      cwd: options.cwd,
+      env: { ...options.env, GIT_ALLOW_PROTOCOL: allowed },
+      stdio: ['ignore', 'pipe', 'pipe', socket],
+    });
+  } finally {
+    // git holds its own descriptor from here: closing ours neither ends nor resets the connection.
+    socket.destroy();
+  }
+  const stdout: Buffer[] = [];
+  const stderr: Buffer[] = [];
+  child.stdout?.on('data', (chunk: Buffer) => stdout.push(chunk));
+  child.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk));
+  const exitCode = await new Promise<number | undefined>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', (code) => resolve(code ?? undefined));
+  });
+  return { exitCode, stdout: Buffer.concat(stdout), stderr: Buffer.concat(stderr) };
+}
+
+/**
+ * A connection to git daemon with Nagle's algorithm off and git daemon's request for `service`
+ * written on it; nothing read from it (git reads all the server says). Undefined when it fails.
+ */
+function requested(
+  daemon: DaemonSockets,
+  service: DaemonCommand['service'],
+  signal: AbortSignal,
+): Promise<Socket | undefined> {
+  return new Promise((resolve) => {
+    if (signal.aborted) {
+      resolve(undefined);
+      return;
+    }
+    const socket = connect({ host: daemon.host, port: daemon.port, noDelay: true });
+    // Never read here: what the server sends is git's, once it has the socket.
+    socket.pause();
+    let settled = false;
+    const settle = (value: Socket | undefined) => {
+      if (settled) return;
+      settled = true;
+      signal.removeEventListener('abort', onAbort);
+      if (!value) socket.destroy();
+      resolve(value);
+    };
+    const onAbort = () => settle(undefined);
+    signal.addEventListener('abort', onAbort, { once: true });
+    // Before git has it, a failure means git connects itself; after, the failure is git's to meet.
+    socket.on('error', () => settle(undefined));
+    socket.once('connect', () => {
+      const request = pktLine(`${service} ${daemon.path}\0host=${daemon.hostHeader}\0`);
+      socket.write(request, (error) => settle(error ? undefined : socket));
+    });
+  });
+}

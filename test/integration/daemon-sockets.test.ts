@@ -1,0 +1,198 @@
+// git's fetches and pushes to a git:// lock repository go over connections the run opens itself,
+// with Nagle's algorithm off, handed to git as its descriptor 3 (src/git/daemon-command.ts). A `git`
+// first on PATH notes the arguments of each command the resource runs.
+import { execFileSync } from 'node:child_process';
+import { chmod, readFile, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { GitCommandError } from '../../src/base/errors.js';
+import { createGitEnvironment } from '../../src/git/environment.js';
+import { Git } from '../../src/git/git.js';
+import { parseCheckRequest } from '../../src/protocol/request.js';
+import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
+import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
+import { runCommand } from '../helpers/run-command.js';
+import { startScript, tempDir } from '../helpers/run-script.js';
+import { source } from '../helpers/source.js';
+import { buildFolder, lockStep, otherClone, refused, succeeded } from '../helpers/steps.js';
+
+let bin: string;
+let commands: string;
+let repo: LockRepo;
+let daemon: GitDaemon;
+
+beforeAll(async () => {
+  bin = await tempDir('pool-git-args-');
+  commands = join(bin, 'commands');
+  const git = execFileSync('sh', ['-c', 'command -v git'], { encoding: 'utf8' }).trim();
+  // One line per command: its arguments, apart by tabs.
+  await writeFile(
+    join(bin, 'git'),
+    `#!/bin/sh\n(IFS='\t'; echo "$*") >> '${commands}'\nexec '${git}' "$@"\n`,
+  );
+  await chmod(join(bin, 'git'), 0o755);
+});
+
+afterAll(async () => {
+  await rm(bin, { recursive: true, force: true });
+});
+
+beforeEach(async () => {
+  await rm(commands, { force: true });
+  repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
+  daemon = await startGitDaemon(repo.root);
+});
+
+afterEach(async () => {
+  await daemon?.stop();
+  await repo?.cleanup();
+});
+
+const env = () => ({ PATH: `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}` });
+
+/** The commands that reached the server, each as its arguments. */
+async function remoteCommands(): Promise<string[][]> {
+  const lines = (await readFile(commands, 'utf8').catch(() => '')).split('\n').filter(Boolean);
+  return lines
+    .map((line) => line.split('\t'))
+    .filter(([name]) => name === 'clone' || name === 'fetch' || name === 'push');
+}
+
+describe('git over the run’s own connections to git daemon', () => {
+  it('an acquire, its get and the release fetch and push on a socket of the run', async () => {
+    const url = daemon.url(repo.bare);
+    const acquired = succeeded(
+      await runCommand('out', {
+        stdin: { source: source(repo, { uri: url }), params: { acquire: true } },
+        args: [await buildFolder()],
+        env: env(),
+      }),
+    ) as { version: { ref: string } };
+    succeeded(
+      await runCommand('in', {
+        stdin: { source: source(repo, { uri: url }), version: acquired.version },
+        args: [await buildFolder()],
+        env: env(),
+      }),
+    );
+    succeeded(
+      await runCommand('out', {
+        stdin: { source: source(repo, { uri: url }), params: { release: 'lock' } },
+        args: [await lockStep('lock-a')],
+        env: env(),
+      }),
+    );
+    const remote = await remoteCommands();
+    expect(remote.map(([name]) => name)).toEqual(['fetch', 'push', 'clone', 'clone', 'push']);
+    for (const args of remote) {
+      expect(args).toContain('fd::3');
+      expect(args).not.toContain(url);
+    }
+    expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
+  });
+
+  it('a put that waits fetches only the commits since its last fetch', async () => {
+    await otherClone(repo).claim('lock-a');
+    const waiting = startScript(
+      'out',
+      {
+        source: source(repo, { uri: daemon.url(repo.bare), retry_delay: '200ms' }),
+        params: { acquire: true },
+      },
+      { args: [await buildFolder()], env: env() },
+    );
+    await waiting.waitForStderr(/waiting in line/, 20_000);
+    await otherClone(repo).release('lock-a');
+    const result = await waiting.done;
+    expect(result.code, result.stderr).toBe(0);
+    // The put's own fetches: those that bring the line with the branch (the holders named on its
+    // progress line are read in a copy of their own).
+    const fetches = (await remoteCommands()).filter(
+      (args) => args[0] === 'fetch' && args.some((arg) => arg.includes('refs/pool-resource/')),
+    );
+    // The first brings the tip alone; every later one what is new, with no --depth: over git
+    // daemon a depth makes its answer wait on a delayed ACK.
+    expect(fetches.length).toBeGreaterThan(1);
+    expect(fetches[0]).toContain('--depth=1');
+    for (const args of fetches.slice(1))
+      expect(args.filter((arg) => arg.startsWith('--depth'))).toEqual([]);
+  });
+
+  it('names the git:// uri, never the socket, in what git says', async () => {
+    const hook = join(repo.bare, 'hooks', 'pre-receive');
+    await writeFile(hook, '#!/bin/sh\necho "branch master is protected" >&2\nexit 1\n');
+    await chmod(hook, 0o755);
+    const url = daemon.url(repo.bare);
+    const result = await runCommand('out', {
+      stdin: { source: source(repo, { uri: url }), params: { acquire: true } },
+      args: [await buildFolder()],
+      env: env(),
+    });
+    refused(
+      result,
+      'the lock repository refused the push to branch "master": pre-receive hook declined',
+    );
+    expect((await remoteCommands()).at(-1)).toContain('fd::3');
+    expect(result.stderr).not.toContain('fd::');
+  });
+
+  it('leaves the connection to git when git_config may send git elsewhere (url.<base>.insteadOf)', async () => {
+    const local = daemon.url(repo.bare);
+    const other = local.replace('127.0.0.1', 'localhost');
+    succeeded(
+      await runCommand('out', {
+        stdin: {
+          source: source(repo, {
+            uri: other,
+            git_config: [{ name: `url.${local}.insteadOf`, value: other }],
+          }),
+          params: { acquire: true },
+        },
+        args: [await buildFolder()],
+        env: env(),
+      }),
+    );
+    const remote = await remoteCommands();
+    expect(remote.length).toBeGreaterThan(0);
+    for (const args of remote) {
+      expect(args).toContain(other);
+      expect(args).not.toContain('fd::3');
+    }
+    expect(await repo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
+  });
+
+  it('lets git say why when the server cannot be reached', async () => {
+    const url = daemon.url(repo.bare);
+    await daemon.stop();
+    const result = await runCommand('check', {
+      stdin: { source: source(repo, { uri: url, git_timeout: '5s' }) },
+      env: env(),
+    });
+    expect(result.code).toBe(1);
+    // git connected itself, and its own words name the server.
+    expect((await remoteCommands()).at(-1)).toContain(url);
+    expect(result.stderr).toMatch(/unable to connect to 127\.0\.0\.1/);
+    expect(result.stderr).not.toContain('fd::');
+  });
+
+  it('says what git said with the uri where git named the socket', async () => {
+    const url = daemon.url(repo.bare);
+    const { source: settings } = (
+      await parseCheckRequest(JSON.stringify({ source: source(repo, { uri: url }) }))
+    ).request;
+    const environment = await createGitEnvironment(settings, { PATH: env().PATH });
+    try {
+      const git = new Git(environment, new AbortController().signal, 30_000);
+      const failure = await git
+        .run(['push', '--', url, 'refs/heads/none:refs/heads/other'], { cwd: repo.bare })
+        .catch((error: unknown) => error);
+      expect(failure).toBeInstanceOf(GitCommandError);
+      expect((await remoteCommands()).at(-1)).toContain('fd::3');
+      const { stderr } = failure as GitCommandError;
+      expect(stderr).toContain(`failed to push some refs to '${url}'`);
+      expect(stderr).not.toContain('fd::');
+    } finally {
+      await environment.dispose();
+    }
+  });
+});
