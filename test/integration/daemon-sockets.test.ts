@@ -1,8 +1,7 @@
 // git's fetches and pushes to a git:// lock repository go over connections the run opens itself,
 // with Nagle's algorithm off, handed to git as its descriptor 3 (src/git/daemon-command.ts). A `git`
 // first on PATH notes the arguments of each command the resource runs.
-import { execFileSync } from 'node:child_process';
-import { chmod, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { GitCommandError } from '../../src/base/errors.js';
@@ -10,35 +9,27 @@ import { createGitEnvironment } from '../../src/git/environment.js';
 import { Git } from '../../src/git/git.js';
 import { parseCheckRequest } from '../../src/protocol/request.js';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
+import { gitShim, type GitShim } from '../helpers/git-shim.js';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
 import { runCommand } from '../helpers/run-command.js';
-import { startScript, tempDir } from '../helpers/run-script.js';
+import { startScript } from '../helpers/run-script.js';
 import { source } from '../helpers/source.js';
 import { buildFolder, lockStep, otherClone, refused, succeeded } from '../helpers/steps.js';
 
-let bin: string;
-let commands: string;
+let shim: GitShim;
 let repo: LockRepo;
 let daemon: GitDaemon;
 
 beforeAll(async () => {
-  bin = await tempDir('pool-git-args-');
-  commands = join(bin, 'commands');
-  const git = execFileSync('sh', ['-c', 'command -v git'], { encoding: 'utf8' }).trim();
-  // One line per command: its arguments, apart by tabs.
-  await writeFile(
-    join(bin, 'git'),
-    `#!/bin/sh\n(IFS='\t'; echo "$*") >> '${commands}'\nexec '${git}' "$@"\n`,
-  );
-  await chmod(join(bin, 'git'), 0o755);
+  shim = await gitShim();
 });
 
 afterAll(async () => {
-  await rm(bin, { recursive: true, force: true });
+  await shim.cleanup();
 });
 
 beforeEach(async () => {
-  await rm(commands, { force: true });
+  await shim.reset();
   repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
   daemon = await startGitDaemon(repo.root);
 });
@@ -48,14 +39,13 @@ afterEach(async () => {
   await repo?.cleanup();
 });
 
-const env = () => ({ PATH: `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}` });
+const env = () => ({ PATH: shim.path });
 
 /** The commands that reached the server, each as its arguments. */
 async function remoteCommands(): Promise<string[][]> {
-  const lines = (await readFile(commands, 'utf8').catch(() => '')).split('\n').filter(Boolean);
-  return lines
-    .map((line) => line.split('\t'))
-    .filter(([name]) => name === 'clone' || name === 'fetch' || name === 'push');
+  return (await shim.commands()).filter(
+    ([name]) => name === 'clone' || name === 'fetch' || name === 'push',
+  );
 }
 
 describe('git over the run’s own connections to git daemon', () => {

@@ -3,36 +3,25 @@
 // first on PATH notes each command the resource runs and turns on git's trace for it (and so for
 // the processes git starts in turn), over git daemon, so that the server's own git is not counted.
 import { execFileSync } from 'node:child_process';
-import { chmod, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
+import { gitShim, type GitShim } from '../helpers/git-shim.js';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
 import { runCommand } from '../helpers/run-command.js';
-import { tempDir } from '../helpers/run-script.js';
 import { source } from '../helpers/source.js';
 import { lockStep, scratchDir, succeeded } from '../helpers/steps.js';
 
 let repo: LockRepo;
 let daemon: GitDaemon;
-let bin: string;
-let commands: string;
-let trace: string;
+let shim: GitShim;
 
 beforeAll(async () => {
-  bin = await tempDir('pool-git-shim-');
-  commands = join(bin, 'commands');
-  trace = join(bin, 'trace');
-  const git = execFileSync('sh', ['-c', 'command -v git'], { encoding: 'utf8' }).trim();
-  await writeFile(
-    join(bin, 'git'),
-    `#!/bin/sh\necho "$1" >> '${commands}'\nGIT_TRACE='${trace}' exec '${git}' "$@"\n`,
-  );
-  await chmod(join(bin, 'git'), 0o755);
+  shim = await gitShim({ trace: true });
 });
 
 afterAll(async () => {
-  await rm(bin, { recursive: true, force: true });
+  await shim.cleanup();
 });
 
 beforeEach(async () => {
@@ -47,20 +36,18 @@ afterEach(async () => {
 
 /** Runs one script with the counting `git`; returns its answer and what git ran. */
 async function counted(script: 'check' | 'in' | 'out', request: object, args: string[] = []) {
-  await rm(commands, { force: true });
-  await rm(trace, { force: true });
+  await shim.reset();
   const response = succeeded(
     await runCommand(script, {
       stdin: { source: source(repo, { uri: daemon.url(repo.bare) }), ...request },
       args,
       // A TMPDIR of its own: no check cache from another test.
-      env: { PATH: `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}`, TMPDIR: await scratchDir() },
+      env: { PATH: shim.path, TMPDIR: await scratchDir() },
     }),
   );
-  const read = (file: string) => readFile(file, 'utf8').catch(() => '');
-  const started = (await read(commands)).split('\n').filter(Boolean);
+  const started = (await shim.commands()).map(([name]) => name!);
   // One `built-in: git NAME` line per git process, the ones git started included.
-  const processes = [...(await read(trace)).matchAll(/trace: built-in: git ([\w-]+)/g)].map(
+  const processes = [...(await shim.trace()).matchAll(/trace: built-in: git ([\w-]+)/g)].map(
     (match) => match[1]!,
   );
   return { response, started, processes };
