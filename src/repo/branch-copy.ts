@@ -209,8 +209,18 @@ export class BranchCopy {
     return true;
   }
 
-  /** `git fetch` of `refspecs` from the lock repository, as far as `reach` says. */
-  private fetchArgs(reach: Reach, refspecs: readonly string[]): string[] {
+  /**
+   * Fetches the commit `id` as the branch tip from another copy of the branch on this machine
+   * (`gitDir`, where `id` is a ref's tip), as far as `reach` says: nothing asked of the server.
+   */
+  async fetchLocal(gitDir: string, id: string, reach: Reach, signal?: AbortSignal): Promise<void> {
+    await this.run(this.fetchArgs(reach, [`+${id}:${this.trackingRef}`], gitDir), { signal });
+    this.fetchedTip = id;
+    this.knownDepth = typeof reach === 'number' ? reach : undefined;
+  }
+
+  /** `git fetch` of `refspecs` from the lock repository (or `from`), as far as `reach` says. */
+  private fetchArgs(reach: Reach, refspecs: readonly string[], from = this.options.uri): string[] {
     return [
       'fetch',
       '--verbose',
@@ -218,7 +228,7 @@ export class BranchCopy {
       '--no-show-forced-updates',
       ...(reach === 'since' ? [] : reach === 'all' ? ['--unshallow'] : [`--depth=${reach}`]),
       '--',
-      this.options.uri,
+      from,
       ...refspecs,
     ];
   }

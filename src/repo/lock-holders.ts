@@ -2,12 +2,11 @@
 // it says is claim-trailers.ts's to read) and the commit's date. It keeps its own bare, shallow
 // copy of the branch, fetched incrementally and deepened only as far as the answer needs, so
 // `out`'s working copy is never touched.
-import { join } from 'node:path';
-import { CancelledError, GitCommandError, formatMs } from '../base/errors.js';
+import { GitCommandError, formatMs } from '../base/errors.js';
 import { missingPoolError } from './missing-pool.js';
 import type { Git } from '../git/git.js';
 import { lockPath, type LockState } from '../lock/pool-state.js';
-import { BranchCopy, type FetchById } from './branch-copy.js';
+import { BranchCopy, type FetchById, type Reach } from './branch-copy.js';
 import {
   RECLAIMED_TOKEN,
   claimFromTrailers,
@@ -66,6 +65,11 @@ export interface LockHoldersOptions {
   maxDepth?: number;
   /** Whether a tip given to `refresh` is fetched by its id; never when unset. */
   fetchById?: FetchById;
+  /**
+   * The put's own copy of the branch and the tip it holds, where that copy keeps every commit
+   * since its first fetch: a tip it holds is fetched from it (see refresh).
+   */
+  local?: () => { gitDir: string; tip: string | undefined };
 }
 
 /** First fetch depth, then the deepening steps: most locks in use were taken recently. */
@@ -102,8 +106,10 @@ export class LockHolders {
   /**
    * Brings the copy up to the remote branch tip, or to `tip` (a branch tip the caller has seen)
    * when given: shallow the first time, incremental after. A copy already at `tip` fetches
-   * nothing; where fetchById allows, `tip` is asked for by its id, without listing the remote's
-   * refs (the branch is fetched instead, and from then on, once the server refused one).
+   * nothing; a `tip` the put's own copy holds (options.local) comes from there, without a
+   * connection to the server; where fetchById allows, `tip` is asked for by its id, without
+   * listing the remote's refs (the branch is fetched instead, and from then on, once the server
+   * refused one).
    */
   async refresh(signal?: AbortSignal, tip?: string): Promise<void> {
     if (!this.initialised) {
@@ -113,8 +119,25 @@ export class LockHolders {
     if (tip !== undefined && tip === this.copy.fetched) return;
     // Once shallow history is there, a plain fetch brings only the commits since, down to it.
     const reach = this.copy.fetched === undefined ? FIRST_DEPTH : 'since';
+    if (tip !== undefined && (await this.fetchLocally(tip, reach, signal))) return;
     if (tip !== undefined && (await this.copy.fetchCommit(tip, reach, signal))) return;
     await this.copy.fetch(reach, { signal });
+  }
+
+  /**
+   * Fetches `tip` as far as `reach` says from the put's own copy when that is at `tip`; false,
+   * having fetched nothing, where it is not or git refuses (a history this copy cannot join to).
+   */
+  private async fetchLocally(tip: string, reach: Reach, signal?: AbortSignal): Promise<boolean> {
+    const local = this.options.local?.();
+    if (local?.tip !== tip) return false;
+    try {
+      await this.copy.fetchLocal(local.gitDir, tip, reach, signal);
+      return true;
+    } catch (error) {
+      if (!(error instanceof GitCommandError) || signal?.aborted) throw error;
+      return false;
+    }
   }
 
   /**
@@ -327,60 +350,4 @@ export function describeLease(record: Pick<LockRecord, 'leaseExpires'>, now: num
   if (!record.leaseExpires) return undefined;
   const left = record.leaseExpires.getTime() - now;
   return left >= 0 ? `lease expires in ${formatMs(left)}` : `lease expired ${formatMs(-left)} ago`;
-}
-
-/**
- * The holder lookup as `out`'s progress uses it: claimed locks only, bounded by its own time
- * budget so a slow server can delay a waiting line but never the wait itself by much.
- */
-export class HolderLookup {
-  constructor(
-    private readonly holders: LockHolders,
-    private readonly runSignal: AbortSignal,
-    private readonly budgetMs: number,
-  ) {}
-
-  get searchedDepth(): number {
-    return this.holders.searchedDepth;
-  }
-
-  /** Who holds the claimed locks among `wanted`, at `tip` (a branch tip the caller has seen). */
-  async claimed(wanted: readonly string[], tip?: string): Promise<LockRecord[]> {
-    const signal = AbortSignal.any([this.runSignal, AbortSignal.timeout(this.budgetMs)]);
-    try {
-      await this.holders.refresh(signal, tip);
-      const names = new Set(wanted);
-      const claimed = (await this.holders.locks(signal)).filter(
-        (lock) => lock.state === 'claimed' && names.has(lock.name),
-      );
-      return await this.holders.records(claimed, signal);
-    } catch (error) {
-      if (this.runSignal.aborted) throw new CancelledError(this.runSignal.reason);
-      if (signal.aborted) throw new Error(`it took longer than ${formatMs(this.budgetMs)}`);
-      throw error;
-    }
-  }
-}
-
-/** A waiting line may be late by this much while the holders are looked up, never more. */
-const LOOKUP_BUDGET_MS = 10_000;
-
-/** The holder lookup of a waiting put, in its own folder of the run's private home. */
-export function holderLookup(
-  git: Git,
-  source: { uri: string; branch: string; pool: string },
-  home: string,
-  signal: AbortSignal,
-  waitTimeoutMs: number | undefined,
-  fetchById: FetchById,
-): HolderLookup {
-  const holders = new LockHolders(git, {
-    uri: source.uri,
-    branch: source.branch,
-    pool: source.pool,
-    gitDir: join(home, 'holders.git'),
-    maxDepth: PROGRESS_MAX_DEPTH,
-    fetchById,
-  });
-  return new HolderLookup(holders, signal, Math.min(LOOKUP_BUDGET_MS, waitTimeoutMs ?? Infinity));
 }

@@ -187,14 +187,15 @@ export class LockRepository {
 
   /**
    * The first sync of an acquire: clone cannot fetch refs beside its one branch, and the line
-   * must come with the tip (a separate ls-remote would cost a connection per acquire).
+   * must come with the tip (a separate ls-remote would cost a connection per acquire). Over
+   * git://, CLAIM_DEPTH commits: a put that waits looks up the holders here (run/lock-run.ts).
    */
   private async initAndFetch(): Promise<void> {
     const identity = this.git.identity();
     identity.catch(() => undefined);
     await this.copy.init();
     this.initialised = true;
-    await this.fetch(1);
+    await this.fetch(this.git.overDaemonSockets ? CLAIM_DEPTH : 1);
     await identity;
   }
 

@@ -6,7 +6,7 @@ import { runReleasingAbandonedClaim } from './abandoned-claim.js';
 import { commitMessage, type BuildInfo } from '../protocol/build-info.js';
 import type { CommandContext } from './context.js';
 import type { Git } from '../git/git.js';
-import { holderLookup } from '../repo/lock-holders.js';
+import { holderLookup } from '../repo/holder-lookup.js';
 import { BranchHistory } from '../repo/branch-history.js';
 import type { Reclaim } from '../lock/leases.js';
 import type { ResolvedOperation } from '../lock/lock-operation.js';
@@ -67,7 +67,19 @@ export async function runLockOperation(
     new ProgressReporter(
       ctx.log,
       () => ctx.clock.now(),
-      holderLookup(git, source, home, ctx.signal, waitTimeoutMs, fetchById),
+      holderLookup(
+        git,
+        source,
+        home,
+        ctx.signal,
+        waitTimeoutMs,
+        fetchById,
+        // Over git:// the put's copy keeps every commit since its first fetch (its later
+        // fetches bring what is new: LockRepository), so the holders find there what it fetched.
+        git.overDaemonSockets
+          ? () => ({ gitDir: join(home, 'repository'), tip: repository.syncedTip })
+          : undefined,
+      ),
     ),
     {
       pool: source.pool,

@@ -8,6 +8,9 @@ import { GitCommandError } from '../../src/base/errors.js';
 import { createGitEnvironment } from '../../src/git/environment.js';
 import { Git } from '../../src/git/git.js';
 import { parseCheckRequest } from '../../src/protocol/request.js';
+import { FetchById } from '../../src/repo/branch-copy.js';
+import { holderLookup } from '../../src/repo/holder-lookup.js';
+import { LockRepository } from '../../src/repo/lock-repository.js';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
 import { gitShim, type GitShim } from '../helpers/git-shim.js';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
@@ -81,7 +84,7 @@ describe('git over the run’s own connections to git daemon', () => {
     expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
   });
 
-  it('a put that waits fetches only the commits since its last fetch', async () => {
+  it('a put that waits fetches only the commits since its last fetch, and reads the holders there', async () => {
     await otherClone(repo).claim('lock-a');
     const waiting = startScript(
       'out',
@@ -95,17 +98,21 @@ describe('git over the run’s own connections to git daemon', () => {
     await otherClone(repo).release('lock-a');
     const result = await waiting.done;
     expect(result.code, result.stderr).toBe(0);
-    // The put's own fetches: those that bring the line with the branch (the holders named on its
-    // progress line are read in a copy of their own).
-    const fetches = (await remoteCommands()).filter(
-      (args) => args[0] === 'fetch' && args.some((arg) => arg.includes('refs/pool-resource/')),
-    );
-    // The first brings the tip alone; every later one what is new, with no --depth: over git
-    // daemon a depth makes its answer wait on a delayed ACK.
-    expect(fetches.length).toBeGreaterThan(1);
-    expect(fetches[0]).toContain('--depth=1');
-    for (const args of fetches.slice(1))
+    expect(result.stderr).toMatch(/"lock-a" held by /);
+    const fetches = (await shim.commands()).filter(([name]) => name === 'fetch');
+    // The put's own fetches bring the line with the branch. The first brings 16 commits; every
+    // later one what is new, with no --depth: over git daemon a depth makes its answer wait on a
+    // delayed ACK.
+    const own = fetches.filter((args) => args.some((arg) => arg.includes('refs/pool-resource/')));
+    expect(own.length).toBeGreaterThan(1);
+    expect(own[0]).toContain('--depth=16');
+    for (const args of own.slice(1))
       expect(args.filter((arg) => arg.startsWith('--depth'))).toEqual([]);
+    // The holders on its progress line were read from what it had fetched, asking nothing of the
+    // server.
+    const holders = fetches.filter((args) => !own.includes(args));
+    expect(holders.length).toBeGreaterThan(0);
+    for (const args of holders) expect(args.at(-2)).toMatch(/\/repository$/);
   });
 
   it('names the git:// uri, never the socket, in what git says', async () => {
@@ -181,6 +188,48 @@ describe('git over the run’s own connections to git daemon', () => {
       const { stderr } = failure as GitCommandError;
       expect(stderr).toContain(`failed to push some refs to '${url}'`);
       expect(stderr).not.toContain('fd::');
+    } finally {
+      await environment.dispose();
+    }
+  });
+
+  it("reads the holders at a tip the put has fetched from the put's own copy", async () => {
+    await otherClone(repo).add('lock-b');
+    await otherClone(repo).claim('lock-a');
+    const url = daemon.url(repo.bare);
+    const { source: settings } = (
+      await parseCheckRequest(JSON.stringify({ source: source(repo, { uri: url }) }))
+    ).request;
+    const environment = await createGitEnvironment(settings, { PATH: env().PATH });
+    try {
+      const signal = new AbortController().signal;
+      const git = new Git(environment, signal, 30_000);
+      const workdir = join(environment.home, 'repository');
+      const store = new LockRepository(git, { ...settings, workdir });
+      await store.sync();
+      const lookup = holderLookup(
+        git,
+        settings,
+        environment.home,
+        signal,
+        undefined,
+        new FetchById(false),
+        () => ({
+          gitDir: workdir,
+          tip: store.syncedTip,
+        }),
+      );
+      const names = async (tip: string) =>
+        (await lookup.claimed(['lock-a', 'lock-b'], tip)).map(({ name, by }) => [name, by]);
+      expect(await names(store.syncedTip!)).toEqual([['lock-a', expect.any(String)]]);
+      await otherClone(repo).claim('lock-b');
+      const tip = await store.sync();
+      // The put fetched the claim of lock-b; with the server gone, its holder is still found.
+      await daemon.stop();
+      expect(await names(tip)).toEqual([
+        ['lock-a', expect.any(String)],
+        ['lock-b', expect.any(String)],
+      ]);
     } finally {
       await environment.dispose();
     }

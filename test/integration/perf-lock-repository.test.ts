@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createGitEnvironment, type GitEnvironment } from '../../src/git/environment.js';
 import { Git } from '../../src/git/git.js';
 import { LockRepository } from '../../src/repo/lock-repository.js';
-import { holderLookup } from '../../src/repo/lock-holders.js';
+import { holderLookup } from '../../src/repo/holder-lookup.js';
 import { FetchById } from '../../src/repo/branch-copy.js';
 import { parseCheckRequest } from '../../src/protocol/request.js';
 import { appendCommits, otherPoolCommits } from '../helpers/long-history.js';
