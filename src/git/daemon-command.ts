@@ -45,8 +45,8 @@ const SERVICES: Record<string, DaemonCommand['service']> = {
 
 /**
  * `args` as a command over the run's socket; undefined for a command that does not name the URI
- * (a remote named `origin`, a local command) and for ls-remote, whose protocol v0 exchange is one
- * write each way: no stall to spare.
+ * (a remote named `origin`, a local command) and for ls-remote, which over protocol v0 sends
+ * nothing after the server's refs and so waits on no delayed ACK (5 ms on 127.0.0.1).
  */
 export function daemonCommand(
   daemon: DaemonSockets,
