@@ -8,6 +8,7 @@ import { GitCommandError } from '../../src/base/errors.js';
 import { createGitEnvironment } from '../../src/git/environment.js';
 import { Git } from '../../src/git/git.js';
 import { parseCheckRequest } from '../../src/protocol/request.js';
+import type { Source } from '../../src/protocol/source.js';
 import { FetchById } from '../../src/repo/branch-copy.js';
 import { holderLookup } from '../../src/repo/holder-lookup.js';
 import { LockRepository } from '../../src/repo/lock-repository.js';
@@ -49,6 +50,23 @@ async function remoteCommands(): Promise<string[][]> {
   return (await shim.commands()).filter(
     ([name]) => name === 'clone' || name === 'fetch' || name === 'push',
   );
+}
+
+/** Runs `body` with a run's git for the daemon's repository, as `out` sets it up. */
+async function withRunGit(
+  body: (run: { git: Git; settings: Source; home: string }) => Promise<void>,
+): Promise<void> {
+  const url = daemon.url(repo.bare);
+  const { source: settings } = (
+    await parseCheckRequest(JSON.stringify({ source: source(repo, { uri: url }) }))
+  ).request;
+  const environment = await createGitEnvironment(settings, { PATH: env().PATH });
+  try {
+    const git = new Git(environment, new AbortController().signal, 30_000);
+    await body({ git, settings, home: environment.home });
+  } finally {
+    await environment.dispose();
+  }
 }
 
 describe('git over the run’s own connections to git daemon', () => {
@@ -174,12 +192,7 @@ describe('git over the run’s own connections to git daemon', () => {
 
   it('says what git said with the uri where git named the socket', async () => {
     const url = daemon.url(repo.bare);
-    const { source: settings } = (
-      await parseCheckRequest(JSON.stringify({ source: source(repo, { uri: url }) }))
-    ).request;
-    const environment = await createGitEnvironment(settings, { PATH: env().PATH });
-    try {
-      const git = new Git(environment, new AbortController().signal, 30_000);
+    await withRunGit(async ({ git }) => {
       const failure = await git
         .run(['push', '--', url, 'refs/heads/none:refs/heads/other'], { cwd: repo.bare })
         .catch((error: unknown) => error);
@@ -188,36 +201,26 @@ describe('git over the run’s own connections to git daemon', () => {
       const { stderr } = failure as GitCommandError;
       expect(stderr).toContain(`failed to push some refs to '${url}'`);
       expect(stderr).not.toContain('fd::');
-    } finally {
-      await environment.dispose();
-    }
+    });
   });
 
   it("reads the holders at a tip the put has fetched from the put's own copy", async () => {
     await otherClone(repo).add('lock-b');
     await otherClone(repo).claim('lock-a');
-    const url = daemon.url(repo.bare);
-    const { source: settings } = (
-      await parseCheckRequest(JSON.stringify({ source: source(repo, { uri: url }) }))
-    ).request;
-    const environment = await createGitEnvironment(settings, { PATH: env().PATH });
-    try {
-      const signal = new AbortController().signal;
-      const git = new Git(environment, signal, 30_000);
-      const workdir = join(environment.home, 'repository');
+    await withRunGit(async ({ git, settings, home }) => {
+      const workdir = join(home, 'repository');
       const store = new LockRepository(git, { ...settings, workdir });
       await store.sync();
+      const local = () => ({ gitDir: workdir, tip: store.syncedTip });
+      const signal = new AbortController().signal;
       const lookup = holderLookup(
         git,
         settings,
-        environment.home,
+        home,
         signal,
         undefined,
         new FetchById(false),
-        () => ({
-          gitDir: workdir,
-          tip: store.syncedTip,
-        }),
+        local,
       );
       const names = async (tip: string) =>
         (await lookup.claimed(['lock-a', 'lock-b'], tip)).map(({ name, by }) => [name, by]);
@@ -230,8 +233,6 @@ describe('git over the run’s own connections to git daemon', () => {
         ['lock-a', expect.any(String)],
         ['lock-b', expect.any(String)],
       ]);
-    } finally {
-      await environment.dispose();
-    }
+    });
   });
 });
