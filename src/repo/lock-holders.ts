@@ -67,9 +67,9 @@ export interface LockHoldersOptions {
   fetchById?: FetchById;
   /**
    * The put's own copy of the branch and the tip it holds, where that copy keeps every commit
-   * since its first fetch: a tip it holds is fetched from it (see refresh).
+   * since its first fetch (undefined elsewhere): a tip it holds is fetched from it (see refresh).
    */
-  local?: () => { gitDir: string; tip: string | undefined };
+  local?: () => { gitDir: string; tip: string | undefined } | undefined;
 }
 
 /** First fetch depth, then the deepening steps: most locks in use were taken recently. */

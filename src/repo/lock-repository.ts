@@ -3,7 +3,7 @@
 // line's refs are LineRefs', the current claims ClaimReader's, the push BranchPush's). It never
 // sleeps and never decides; LockPool does both.
 //
-// Cost is what keeps it here: every attempt is one depth-1 fetch (one connection), one ls-tree,
+// Cost is what keeps it here: every attempt is one fetch of the tip (one connection), one ls-tree,
 // one fast-import that writes the commit straight from the tip's trees (no checkout, no index,
 // nothing proportional to the history or the pool's size on disk) and one push. simple-git
 // waits 50 ms after any command that printed nothing, so the commands chosen here all print.
@@ -151,17 +151,15 @@ export class LockRepository {
    * by id, or one it no longer has), fetches the branch as `sync` does, and does so from then on.
    */
   async syncTo(seen: { tip: string; line: WaitingEntry[] }): Promise<string> {
-    const reach = this.options.keepHistory ? 'since' : 1;
+    const reach = this.laterReach;
     if (!this.initialised || !(await this.copy.fetchCommit(seen.tip, reach))) return this.sync();
     this.fetchedLine = this.options.line ? seen.line : [];
     return this.startAttempt();
   }
 
   /**
-   * How far a fetch after the first reaches: only the commits since, for a copy that keeps its
-   * history, and over git:// on the run's own connections, where a --depth makes git daemon's
-   * answer wait on a delayed ACK (git/daemon-command.ts) and a poll brings a commit or two anyway;
-   * else the tip alone.
+   * How far a fetch after the first reaches: the commits since, for a copy that keeps its history
+   * and over git://, where a --depth waits on a delayed ACK (git/daemon-command.ts); else the tip.
    */
   private get laterReach(): Reach {
     return this.options.keepHistory || this.git.overDaemonSockets ? 'since' : 1;
@@ -188,7 +186,7 @@ export class LockRepository {
   /**
    * The first sync of an acquire: clone cannot fetch refs beside its one branch, and the line
    * must come with the tip (a separate ls-remote would cost a connection per acquire). Over
-   * git://, CLAIM_DEPTH commits: a put that waits looks up the holders here (run/lock-run.ts).
+   * git://, CLAIM_DEPTH commits: a put that waits looks up the holders here (keptCopy).
    */
   private async initAndFetch(): Promise<void> {
     const identity = this.git.identity();
@@ -211,9 +209,10 @@ export class LockRepository {
     return this.fetchedLine;
   }
 
-  /** The tip the working copy was last synced to. */
-  get syncedTip(): string | undefined {
-    return this.copy.fetched;
+  /** The copy and its synced tip where it keeps every commit since its first fetch (laterReach). */
+  get keptCopy(): { gitDir: string; tip: string | undefined } | undefined {
+    const kept = this.laterReach === 'since';
+    return kept ? { gitDir: this.options.workdir, tip: this.copy.fetched } : undefined;
   }
 
   /** The pool as it is at the synced tip; refuses when the pool's folders are missing. */

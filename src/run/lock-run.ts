@@ -74,11 +74,8 @@ export async function runLockOperation(
         ctx.signal,
         waitTimeoutMs,
         fetchById,
-        // Over git:// the put's copy keeps every commit since its first fetch (its later
-        // fetches bring what is new: LockRepository), so the holders find there what it fetched.
-        git.overDaemonSockets
-          ? () => ({ gitDir: join(home, 'repository'), tip: repository.syncedTip })
-          : undefined,
+        // Where the put's copy keeps every commit it fetched, the holders are read from it.
+        () => repository.keptCopy,
       ),
     ),
     {
