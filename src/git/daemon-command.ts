@@ -11,8 +11,7 @@
 // (repo/lock-repository.ts).
 import { spawn } from 'node:child_process';
 import { connect, type Socket } from 'node:net';
-import type { DaemonTarget } from './daemon-refs.js';
-import { pktLine } from './ls-refs.js';
+import { daemonRequest, type DaemonTarget } from './daemon-refs.js';
 
 /** Where git finds the socket: its descriptor 3, as git-remote-fd names it. */
 export const SOCKET_REMOTE = 'fd::3';
@@ -23,8 +22,9 @@ export interface DaemonSockets extends DaemonTarget {
   uri: string;
 }
 
-/** A git command that goes over a socket of the run's: the service it asks git daemon for. */
+/** A git command that goes over a socket of the run's: where, and the service it asks for. */
 export interface DaemonCommand {
+  daemon: DaemonSockets;
   service: 'git-upload-pack' | 'git-receive-pack';
   /** The command's arguments with the URI replaced by SOCKET_REMOTE. */
   args: string[];
@@ -55,7 +55,8 @@ export function daemonCommand(
   const service = SERVICES[args[0] ?? ''];
   const at = args.indexOf(daemon.uri);
   if (!service || at < 0 || args.indexOf(daemon.uri, at + 1) >= 0) return undefined;
-  return { service, args: args.map((arg, index) => (index === at ? SOCKET_REMOTE : arg)) };
+  const replaced = args.map((arg, index) => (index === at ? SOCKET_REMOTE : arg));
+  return { daemon, service, args: replaced };
 }
 
 /**
@@ -64,11 +65,10 @@ export function daemonCommand(
  * why in its own words). Stopping git is the caller's, by signalling it.
  */
 export async function runOnDaemonSocket(
-  daemon: DaemonSockets,
   command: DaemonCommand,
   options: { env: Record<string, string>; cwd: string; signal: AbortSignal },
 ): Promise<CommandResult | undefined> {
-  const socket = await requested(daemon, command.service, options.signal);
+  const socket = await requested(command, options.signal);
   if (!socket) return undefined;
   let child;
   try {
@@ -99,8 +99,7 @@ export async function runOnDaemonSocket(
  * written on it; nothing read from it (git reads all the server says). Undefined when it fails.
  */
 function requested(
-  daemon: DaemonSockets,
-  service: DaemonCommand['service'],
+  { daemon, service }: DaemonCommand,
   signal: AbortSignal,
 ): Promise<Socket | undefined> {
   return new Promise((resolve) => {
@@ -124,8 +123,7 @@ function requested(
     // Before git has it, a failure means git connects itself; after, the failure is git's to meet.
     socket.on('error', () => settle(undefined));
     socket.once('connect', () => {
-      const request = pktLine(`${service} ${daemon.path}\0host=${daemon.hostHeader}\0`);
-      socket.write(request, (error) => settle(error ? undefined : socket));
+      socket.write(daemonRequest(service, daemon), (error) => settle(error ? undefined : socket));
     });
   });
 }

@@ -30,6 +30,20 @@ export function daemonTarget(uri: string): DaemonTarget | undefined {
   return { host: host.replace(/^\[|\]$/g, ''), port: number, hostHeader, path };
 }
 
+/**
+ * git daemon's request for `service` at `target`, as git's connect.c writes it: in protocol v0, or
+ * asking for protocol v2 with `v2`.
+ */
+export function daemonRequest(
+  service: 'git-upload-pack' | 'git-receive-pack',
+  target: DaemonTarget,
+  v2 = false,
+): Buffer {
+  return pktLine(
+    `${service} ${target.path}\0host=${target.hostHeader}\0${v2 ? '\0version=2\0' : ''}`,
+  );
+}
+
 /** Looks for a git:// lock repository; undefined for any other URI (git is asked). */
 export function daemonRefsFor(
   settings: { uri: string; gitTimeoutMs: number },
@@ -51,9 +65,7 @@ export function daemonSession(target: DaemonTarget): UploadPackSession {
         reject(new Error('cancelled'));
         return;
       }
-      const request = pktLine(
-        `git-upload-pack ${target.path}\0host=${target.hostHeader}\0\0version=2\0`,
-      );
+      const request = daemonRequest('git-upload-pack', target, true);
       const socket = connect({ host: target.host, port: target.port });
       socket.setNoDelay(true);
       const chunks: Buffer[] = [];

@@ -150,16 +150,17 @@ export class Git {
     // failure is kept here and rethrown as is.
     let failure: GitCommandError | undefined;
     const env = withConfig(this.environment.env, [...relayed, ...(options.config ?? [])]);
-    const daemon = this.environment.daemon;
-    const direct = daemon && fromStdout ? daemonCommand(daemon, args) : undefined;
+    const cwd = options.cwd ?? this.environment.home;
+    const { daemon } = this.environment;
+    const direct = daemon && fromStdout && daemonCommand(daemon, args);
     // git names the address it used: the relay's or the socket's, which the user never gave.
     const words = (output: Buffer[]) => {
       const text = Buffer.concat(output).toString('utf8');
-      if (direct && daemon) return text.replaceAll(SOCKET_REMOTE, daemon.uri);
+      if (direct) return text.replaceAll(SOCKET_REMOTE, direct.daemon.uri);
       return this.environment.relay?.unrelay(text) ?? text;
     };
     const gitOptions: Partial<SimpleGitOptions> = {
-      baseDir: options.cwd ?? this.environment.home,
+      baseDir: cwd,
       abort: signal,
       // simple-git refuses GIT_* variables unless they are listed: these are the ones we built.
       allowEnvironment: Object.keys(env).filter((key) => key.startsWith('GIT_')),
@@ -188,11 +189,7 @@ export class Git {
     };
     signal.addEventListener('abort', stopProcesses, { once: true });
     try {
-      const cwd = gitOptions.baseDir!;
-      const socketRun =
-        direct && daemon
-          ? await runOnDaemonSocket(daemon, direct, { env, cwd, signal })
-          : undefined;
+      const socketRun = direct && (await runOnDaemonSocket(direct, { env, cwd, signal }));
       let output: T;
       if (socketRun && fromStdout) {
         if (socketRun.exitCode !== 0) {
