@@ -195,17 +195,12 @@ export class BranchCopy {
     const byId = this.options.byId;
     if (!byId?.usable) return false;
     try {
-      await this.run(this.fetchArgs(reach, [`+${id}:${this.trackingRef}`]), {
-        signal,
-        config: this.options.scratch ? NO_SYNC : [],
-      });
+      await this.fetchTip(this.options.uri, id, reach, signal);
     } catch (error) {
       if (!(error instanceof GitCommandError) || signal?.aborted) throw error;
       byId.refuse();
       return false;
     }
-    this.fetchedTip = id;
-    this.knownDepth = typeof reach === 'number' ? reach : undefined;
     return true;
   }
 
@@ -213,8 +208,16 @@ export class BranchCopy {
    * Fetches the commit `id` as the branch tip from another copy of the branch on this machine
    * (`gitDir`, where `id` is a ref's tip), as far as `reach` says: nothing asked of the server.
    */
-  async fetchLocal(gitDir: string, id: string, reach: Reach, signal?: AbortSignal): Promise<void> {
-    await this.run(this.fetchArgs(reach, [`+${id}:${this.trackingRef}`], gitDir), { signal });
+  fetchLocal(gitDir: string, id: string, reach: Reach, signal?: AbortSignal): Promise<void> {
+    return this.fetchTip(gitDir, id, reach, signal);
+  }
+
+  /** Fetches the commit `id` from `from` as the branch tip, as far as `reach` says. */
+  private async fetchTip(from: string, id: string, reach: Reach, signal?: AbortSignal) {
+    await this.run(this.fetchArgs(reach, [`+${id}:${this.trackingRef}`], from), {
+      signal,
+      config: this.options.scratch ? NO_SYNC : [],
+    });
     this.fetchedTip = id;
     this.knownDepth = typeof reach === 'number' ? reach : undefined;
   }
