@@ -1,6 +1,7 @@
 // A `git` first on PATH that notes the arguments of each command it runs (one line each, apart by
 // tabs) and, with `trace`, turns on git's trace for it (and so for the processes git starts in
-// turn), then runs the real git.
+// turn), then runs the real git. With `beforeFirst`, a shell script runs just before the first
+// command of that name (to move the remote under a run, say).
 import { execFileSync } from 'node:child_process';
 import { chmod, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -17,15 +18,23 @@ export interface GitShim {
   cleanup(): Promise<void>;
 }
 
-export async function gitShim(options: { trace?: boolean } = {}): Promise<GitShim> {
+/** The real git, for scripts the shim runs. */
+export const realGit = execFileSync('sh', ['-c', 'command -v git'], { encoding: 'utf8' }).trim();
+
+export async function gitShim(
+  options: { trace?: boolean; beforeFirst?: { command: string; script: string } } = {},
+): Promise<GitShim> {
   const bin = await tempDir('pool-git-shim-');
   const commands = join(bin, 'commands');
   const trace = join(bin, 'trace');
-  const git = execFileSync('sh', ['-c', 'command -v git'], { encoding: 'utf8' }).trim();
   const traced = options.trace ? `GIT_TRACE='${trace}' ` : '';
+  const { beforeFirst } = options;
+  const before = beforeFirst
+    ? `if [ "$1" = '${beforeFirst.command}' ] && mkdir '${join(bin, 'ran')}' 2>/dev/null; then\n${beforeFirst.script}\nfi\n`
+    : '';
   await writeFile(
     join(bin, 'git'),
-    `#!/bin/sh\n(IFS='\t'; echo "$*") >> '${commands}'\n${traced}exec '${git}' "$@"\n`,
+    `#!/bin/sh\n(IFS='\t'; echo "$*") >> '${commands}'\n${before}${traced}exec '${realGit}' "$@"\n`,
   );
   await chmod(join(bin, 'git'), 0o755);
   const read = (file: string) => readFile(file, 'utf8').catch(() => '');

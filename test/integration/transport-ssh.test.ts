@@ -6,14 +6,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
+import { gitShim, realGit } from '../helpers/git-shim.js';
+import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import {
   commitText,
   expectNoSecrets,
   expectOneLineFailure,
   runLockCycle,
 } from '../helpers/lock-cycle.js';
-import { runScript, startScript, type ScriptResult } from '../helpers/run-script.js';
+import { runScript, startScript, tempDir, type ScriptResult } from '../helpers/run-script.js';
 import { generateKey, startSshd, type KeyPair, type Sshd } from '../helpers/sshd.js';
 import { source as lockSource } from '../helpers/source.js';
 import { eventually } from '../helpers/eventually.js';
@@ -281,6 +282,48 @@ describe('forward_agent', () => {
     );
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
+  });
+});
+
+describe("git's SSH program", () => {
+  // git turns down a push whose branch moved since its fetch by itself, and says so on its stderr
+  // after the SSH program has exited: that line must not find git's stderr shut.
+  it('a push git turns down itself (the branch moved since the fetch) is a lost race, taken again from the new state', async () => {
+    const moved = await createLockRepo({ pool: { unclaimed: ['lock-a', 'lock-b'] } });
+    const shim = await gitShim({
+      beforeFirst: {
+        command: 'push',
+        script: `'${realGit}' -C '${moved.bare}' update-ref refs/heads/${moved.branch} "$(cat '${moved.root}/other')"`,
+      },
+    });
+    try {
+      const initial = await moved.tip();
+      const other = await moved.commit('another build changed the pool', async () => undefined);
+      await writeFile(join(moved.root, 'other'), other);
+      await git(moved.bare, 'update-ref', `refs/heads/${moved.branch}`, initial);
+      const result = await runScript(
+        'out',
+        {
+          source: lockSource(sshd.url(moved.bare), {
+            private_key: authorized.privateKey,
+            known_hosts: sshd.knownHostsLine,
+          }),
+          params: { acquire: true },
+        },
+        { args: [await tempDir()], env: { PATH: shim.path } },
+      );
+      outputs.push(result);
+      expect(result.stderr).toContain('the pool changed while taking');
+      expect(result.stderr).not.toContain('git failed');
+      expect(result.code).toBe(0);
+      expect((await moved.subjects()).slice(0, 2)).toEqual([
+        expect.stringMatching(/^claiming: lock-[ab]$/),
+        'another build changed the pool',
+      ]);
+    } finally {
+      await shim.cleanup();
+      await moved.cleanup();
+    }
   });
 });
 
