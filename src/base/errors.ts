@@ -24,16 +24,21 @@ export class OperationError extends Error {
   override name = 'OperationError';
 }
 
-/** A git command that exited non-zero. `stderr` is git's own words, unredacted. */
+/**
+ * A git command that exited non-zero, or (`exitCode` null) that a signal ended, `signal` where
+ * known. `stderr` is git's own words, unredacted.
+ */
 export class GitCommandError extends Error {
   override name = 'GitCommandError';
   constructor(
     readonly args: readonly string[],
-    readonly exitCode: number,
+    readonly exitCode: number | null,
     readonly stdout: string,
     readonly stderr: string,
+    signal?: string,
   ) {
-    super(`git ${args[0] ?? ''} failed (exit ${exitCode}): ${lastLines(stderr) || 'no output'}`);
+    const ended = exitCode === null ? `killed by ${signal ?? 'a signal'}` : `exit ${exitCode}`;
+    super(`git ${args[0] ?? ''} failed (${ended}): ${lastLines(stderr) || 'no output'}`);
   }
 }
 

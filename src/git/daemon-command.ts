@@ -31,8 +31,9 @@ export interface DaemonCommand {
 }
 
 export interface CommandResult {
-  /** undefined when git ended on a signal. */
-  exitCode: number | undefined;
+  /** null when git ended on a signal: `signal`. */
+  exitCode: number | null;
+  signal: NodeJS.Signals | null;
   stdout: Buffer;
   stderr: Buffer;
 }
@@ -87,11 +88,13 @@ export async function runOnDaemonSocket(
   const stderr: Buffer[] = [];
   child.stdout?.on('data', (chunk: Buffer) => stdout.push(chunk));
   child.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk));
-  const exitCode = await new Promise<number | undefined>((resolve, reject) => {
-    child.once('error', reject);
-    child.once('close', (code) => resolve(code ?? undefined));
-  });
-  return { exitCode, stdout: Buffer.concat(stdout), stderr: Buffer.concat(stderr) };
+  const [exitCode, signal] = await new Promise<[number | null, NodeJS.Signals | null]>(
+    (resolve, reject) => {
+      child.once('error', reject);
+      child.once('close', (code, signal) => resolve([code, signal]));
+    },
+  );
+  return { exitCode, signal, stdout: Buffer.concat(stdout), stderr: Buffer.concat(stderr) };
 }
 
 /**

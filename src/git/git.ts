@@ -193,8 +193,14 @@ export class Git {
       let output: T;
       if (socketRun && fromStdout) {
         if (socketRun.exitCode !== 0) {
-          const { exitCode = -1, stdout, stderr } = socketRun;
-          failure = new GitCommandError(args, exitCode, words([stdout]), words([stderr]));
+          const { exitCode, signal, stdout, stderr } = socketRun;
+          failure = new GitCommandError(
+            args,
+            exitCode,
+            words([stdout]),
+            words([stderr]),
+            signal ?? undefined,
+          );
           throw failure;
         }
         output = fromStdout(socketRun.stdout.toString('utf8'));

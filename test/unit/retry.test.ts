@@ -38,6 +38,14 @@ describe('isTransient', () => {
   ])('%s: %s', (_t, error, transient) => {
     expect(isTransient(error)).toBe(transient);
   });
+
+  it('a git command a signal ended is transient, and says it was killed, by which signal if known', () => {
+    const unknown = new GitCommandError(['push'], null, '', '');
+    const named = new GitCommandError(['push'], null, '', 'fatal: x\n', 'SIGPIPE');
+    expect(isTransient(unknown)).toBe(true);
+    expect(unknown.message).toBe('git push failed (killed by a signal): no output');
+    expect(named.message).toBe('git push failed (killed by SIGPIPE): fatal: x');
+  });
 });
 
 function fakeClock(): Clock & { sleeps: number[] } {
