@@ -9,12 +9,9 @@
 // push 59 ms and 21 ms. A fetch with --depth still waits once, on git daemon's side (its shallow
 // lines, then a flush): the lock repository fetches only what is new after its first fetch
 // (repo/lock-repository.ts).
-import { spawn } from 'node:child_process';
 import { connect, type Socket } from 'node:net';
 import { daemonRequest, type DaemonTarget } from './daemon-refs.js';
-
-/** Where git finds the socket: its descriptor 3, as git-remote-fd names it. */
-export const SOCKET_REMOTE = 'fd::3';
+import { fdArgs, finished, spawnOnFd, type FdCommand } from './fd-command.js';
 
 /** The git:// lock repository the run's commands go to over its own connections. */
 export interface DaemonSockets extends DaemonTarget {
@@ -22,79 +19,41 @@ export interface DaemonSockets extends DaemonTarget {
   uri: string;
 }
 
-/** A git command that goes over a socket of the run's: where, and the service it asks for. */
-export interface DaemonCommand {
-  daemon: DaemonSockets;
-  service: 'git-upload-pack' | 'git-receive-pack';
-  /** The command's arguments with the URI replaced by SOCKET_REMOTE. */
-  args: string[];
-}
+type Service = 'git-upload-pack' | 'git-receive-pack';
 
-export interface CommandResult {
-  /** null when git ended on a signal: `signal`. */
-  exitCode: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: Buffer;
-  stderr: Buffer;
-}
-
-const SERVICES: Record<string, DaemonCommand['service']> = {
+const SERVICES: Record<string, Service> = {
   clone: 'git-upload-pack',
   fetch: 'git-upload-pack',
   push: 'git-receive-pack',
 };
 
 /**
- * `args` as a command over the run's socket; undefined for a command that does not name the URI
- * (a remote named `origin`, a local command) and for ls-remote, which over protocol v0 sends
+ * `args` as a command over a socket of the run's; undefined for a command that does not name the
+ * URI (a remote named `origin`, a local command) and for ls-remote, which over protocol v0 sends
  * nothing after the server's refs and so waits on no delayed ACK (5 ms on 127.0.0.1).
  */
 export function daemonCommand(
   daemon: DaemonSockets,
   args: readonly string[],
-): DaemonCommand | undefined {
+): FdCommand | undefined {
+  const replaced = fdArgs(daemon.uri, args);
   const service = SERVICES[args[0] ?? ''];
-  const at = args.indexOf(daemon.uri);
-  if (!service || at < 0 || args.indexOf(daemon.uri, at + 1) >= 0) return undefined;
-  const replaced = args.map((arg, index) => (index === at ? SOCKET_REMOTE : arg));
-  return { daemon, service, args: replaced };
-}
-
-/**
- * Runs `command` with git on a connection to git daemon that has Nagle's algorithm off; undefined,
- * having started nothing, when the connection cannot be made (git then connects itself and says
- * why in its own words). Stopping git is the caller's, by signalling it.
- */
-export async function runOnDaemonSocket(
-  command: DaemonCommand,
-  options: { env: Record<string, string>; cwd: string; signal: AbortSignal },
-): Promise<CommandResult | undefined> {
-  const socket = await requested(command, options.signal);
-  if (!socket) return undefined;
-  let child;
-  try {
-    // The `fd::` transport for this command alone: no URI a request gives may name it.
-    const allowed = `${options.env.GIT_ALLOW_PROTOCOL ?? 'git'}:fd`;
-    child = spawn('git', command.args, {
-      cwd: options.cwd,
-      env: { ...options.env, GIT_ALLOW_PROTOCOL: allowed },
-      stdio: ['ignore', 'pipe', 'pipe', socket],
-    });
-  } finally {
-    // git holds its own descriptor from here: closing ours neither ends nor resets the connection.
-    socket.destroy();
-  }
-  const stdout: Buffer[] = [];
-  const stderr: Buffer[] = [];
-  child.stdout?.on('data', (chunk: Buffer) => stdout.push(chunk));
-  child.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk));
-  const [exitCode, signal] = await new Promise<[number | null, NodeJS.Signals | null]>(
-    (resolve, reject) => {
-      child.once('error', reject);
-      child.once('close', (code, signal) => resolve([code, signal]));
+  if (!replaced || !service) return undefined;
+  return {
+    uri: daemon.uri,
+    args: replaced,
+    run: async (options) => {
+      const socket = await requested(daemon, service, options.signal);
+      if (!socket) return undefined;
+      try {
+        return finished(spawnOnFd(replaced, options, socket));
+      } finally {
+        // git holds its own descriptor from here: closing ours neither ends nor resets the
+        // connection.
+        socket.destroy();
+      }
     },
-  );
-  return { exitCode, signal, stdout: Buffer.concat(stdout), stderr: Buffer.concat(stderr) };
+  };
 }
 
 /**
@@ -102,7 +61,8 @@ export async function runOnDaemonSocket(
  * written on it; nothing read from it (git reads all the server says). Undefined when it fails.
  */
 function requested(
-  { daemon, service }: DaemonCommand,
+  daemon: DaemonTarget,
+  service: Service,
   signal: AbortSignal,
 ): Promise<Socket | undefined> {
   return new Promise((resolve) => {

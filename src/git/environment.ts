@@ -14,6 +14,8 @@ import { startHttpRelay, type HttpRelay } from '../transport/http-relay.js';
 import { isSshUri } from '../transport/ssh-args.js';
 import { startSshMux, type SshMux } from '../transport/ssh-mux.js';
 import type { DaemonSockets } from './daemon-command.js';
+import type { SshChannels } from './ssh-channel-command.js';
+import { serviceInvocation } from './ssh-refs.js';
 import { daemonTarget } from './daemon-refs.js';
 import { sshCommand } from './ssh-command.js';
 
@@ -58,6 +60,12 @@ export interface GitEnvironment {
    * url.<base>.insteadOf may send git elsewhere.
    */
   readonly daemon?: DaemonSockets;
+  /**
+   * SSH: where git's clones, fetches and pushes run on channels of the run's shared connection,
+   * without git's SSH program (git/ssh-channel-command.ts); undefined where the run shares no
+   * connection and where git_config may send git elsewhere or asks a protocol we do not know.
+   */
+  readonly ssh?: SshChannels;
   dispose(): Promise<void>;
 }
 
@@ -118,6 +126,15 @@ const SAFETY_CONFIG: [string, string][] = [
  */
 export function wireProtocolVersion(uri: string): '0' | '2' {
   return /^git:\/\//i.test(uri) ? '0' : '2';
+}
+
+/** The protocol.version git runs with (the user's git_config wins); undefined for one git would refuse. */
+function askedProtocol(source: GitSettings): '0' | '1' | '2' | undefined {
+  const asked = source.gitConfig.findLast(
+    (entry) => entry.name.toLowerCase() === 'protocol.version',
+  );
+  const version = asked ? asked.value.trim() : wireProtocolVersion(source.uri);
+  return version === '0' || version === '1' || version === '2' ? version : undefined;
 }
 
 export const DEFAULT_COMMITTER = { name: 'CI Pool Resource', email: 'ci-pool@localhost' };
@@ -289,6 +306,14 @@ async function fill(
   const identity = knownIdentity(source.gitConfig);
   const target = rewritesUrls(source.gitConfig) ? undefined : daemonTarget(source.uri);
   const daemon: DaemonSockets | undefined = target && { ...target, uri: source.uri };
+  const protocolVersion = askedProtocol(source);
+  const ssh: SshChannels | undefined =
+    mux &&
+    protocolVersion &&
+    !rewritesUrls(source.gitConfig) &&
+    serviceInvocation(source.uri, 'git-upload-pack')
+      ? { uri: source.uri, mux, protocolVersion }
+      : undefined;
   return {
     home,
     env,
@@ -297,6 +322,7 @@ async function fill(
     ...(relay ? { relay } : {}),
     ...(mux ? { mux } : {}),
     ...(daemon ? { daemon } : {}),
+    ...(ssh ? { ssh } : {}),
     dispose: () => {
       mux?.close();
       relay?.close();

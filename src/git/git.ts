@@ -11,7 +11,9 @@ import {
 } from '../base/errors.js';
 import { GIT_KILL_GRACE_MS } from '../base/stop-budget.js';
 import { accessFailure } from './access-failure.js';
-import { daemonCommand, runOnDaemonSocket, SOCKET_REMOTE } from './daemon-command.js';
+import { daemonCommand } from './daemon-command.js';
+import { SOCKET_REMOTE, type FdCommand } from './fd-command.js';
+import { sshChannelCommand } from './ssh-channel-command.js';
 import { GIT_STOP_SIGNAL, processesWithHome, signalProcessesWithHome } from './child-processes.js';
 import type { GitEnvironment, GitIdentity } from './environment.js';
 import type { HttpRelay } from '../transport/http-relay.js';
@@ -112,8 +114,9 @@ export class Git {
 
   /**
    * `task` runs the command through simple-git. A command that returns its output as text
-   * (`fromStdout`) and goes to a git:// lock repository runs on a connection of the run's instead
-   * (daemon-command.ts), and through simple-git only where that connection cannot be made.
+   * (`fromStdout`) and goes to a git:// or SSH lock repository runs on a connection of the run's
+   * instead (daemon-command.ts, ssh-channel-command.ts), and through simple-git only where that
+   * connection cannot be made.
    */
   private async execute<T>(
     args: readonly string[],
@@ -151,12 +154,11 @@ export class Git {
     let failure: GitCommandError | undefined;
     const env = withConfig(this.environment.env, [...relayed, ...(options.config ?? [])]);
     const cwd = options.cwd ?? this.environment.home;
-    const { daemon } = this.environment;
-    const direct = daemon && fromStdout && daemonCommand(daemon, args);
+    const direct = fromStdout && this.fdCommand(args);
     // git names the address it used: the relay's or the socket's, which the user never gave.
     const words = (output: Buffer[]) => {
       const text = Buffer.concat(output).toString('utf8');
-      if (direct) return text.replaceAll(SOCKET_REMOTE, direct.daemon.uri);
+      if (direct) return text.replaceAll(SOCKET_REMOTE, direct.uri);
       return this.environment.relay?.unrelay(text) ?? text;
     };
     const gitOptions: Partial<SimpleGitOptions> = {
@@ -189,7 +191,7 @@ export class Git {
     };
     signal.addEventListener('abort', stopProcesses, { once: true });
     try {
-      const socketRun = direct && (await runOnDaemonSocket(direct, { env, cwd, signal }));
+      const socketRun = direct && (await direct.run({ env, cwd, signal }));
       let output: T;
       if (socketRun && fromStdout) {
         if (socketRun.exitCode !== 0) {
@@ -235,6 +237,12 @@ export class Git {
       // Never return while the reaping goes on: it would kill the next command's processes.
       await reaping;
     }
+  }
+
+  /** `args` as a command on a connection of the run's, where the URI allows one. */
+  private fdCommand(args: readonly string[]): FdCommand | undefined {
+    const { daemon, ssh } = this.environment;
+    return (daemon && daemonCommand(daemon, args)) || (ssh && sshChannelCommand(ssh, args));
   }
 
   /**

@@ -14,6 +14,14 @@ import { SessionRefs } from './session-refs.js';
  * scp-like `[user@]host:path`), quoted as git quotes it; undefined for anything else.
  */
 export function uploadPackInvocation(uri: string): SshInvocation | undefined {
+  return serviceInvocation(uri, 'git-upload-pack');
+}
+
+/** The command git runs over SSH for `service` at `uri` (see uploadPackInvocation). */
+export function serviceInvocation(
+  uri: string,
+  service: 'git-upload-pack' | 'git-receive-pack',
+): SshInvocation | undefined {
   let user: string | undefined;
   let host: string;
   let port = 22;
@@ -39,7 +47,7 @@ export function uploadPackInvocation(uri: string): SshInvocation | undefined {
     ...(user ? { user } : {}),
     host,
     port,
-    command: `git-upload-pack ${shellQuote(path)}`,
+    command: `${service} ${shellQuote(path)}`,
     sendEnv: ['GIT_PROTOCOL'],
   };
 }

@@ -1,11 +1,12 @@
-// One SSH connection per server for a whole run, as OpenSSH's ControlMaster gives: git's SSH
-// program (bin/ssh.ts) relays each git command through a Unix socket in the run's private
-// folder, and this process runs it on a shared connection. An acquire's fetch and push, and
-// every poll while it waits, then pay for one handshake instead of one each (on 127.0.0.1 with
-// OpenSSH's sshd, an acquire took 0.83× the time). ssh2 is loaded on the first command, so runs
-// that never use SSH never load it.
+// One SSH connection per server for a whole run, as OpenSSH's ControlMaster gives: this process
+// runs every git command on a shared connection. git's clones, fetches and pushes reach it on
+// their descriptor 3 (attach: git/ssh-channel-command.ts); anything else git runs over SSH, its
+// SSH program (bin/ssh.ts) relays through a Unix socket in the run's private folder. An
+// acquire's fetch and push, and every poll while it waits, then pay for one handshake instead of
+// one each (on 127.0.0.1 with OpenSSH's sshd, an acquire took 0.83× the time). ssh2 is loaded on
+// the first command, so runs that never use SSH never load it.
 import { createServer, type Server, type Socket } from 'node:net';
-import { PassThrough, Writable, type Readable } from 'node:stream';
+import { PassThrough, Writable, type Duplex, type Readable } from 'node:stream';
 import type { ClientChannel } from 'ssh2';
 import { SSH_STOPPED_IDLE_MS } from '../base/stop-budget.js';
 import {
@@ -45,6 +46,18 @@ export interface SshMux {
     signal: AbortSignal,
     maxBytes: number,
   ): Promise<{ status: number; stdout: Buffer }>;
+  /**
+   * Runs git's command on the shared connection with `socket` (the run's end of git's descriptor
+   * 3) as its stdin and stdout, the remote command's stderr and any failure of ours (one `ssh: …`
+   * line, as git's SSH program writes) on `stderr`. Ends `socket` once the command is over, so git
+   * reads its end; resolves with the command's status.
+   */
+  attach(
+    invocation: SshInvocation,
+    env: Record<string, string>,
+    socket: Duplex,
+    stderr: Writable,
+  ): Promise<number>;
   /** Drops every connection and every command in flight. */
   close(): void;
   /**
@@ -246,9 +259,30 @@ export async function startSshMux(
       aborted.catch(() => undefined);
     }
   };
+  const attach: SshMux['attach'] = async (invocation, env, socket, stderr) => {
+    // git's EOF (its request sent) is the command's EOF; the answer still comes back on ours.
+    socket.allowHalfOpen = true;
+    socket.on('error', () => undefined);
+    const stdout = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        if (socket.destroyed || socket.writableEnded) return done();
+        socket.write(chunk, () => done());
+      },
+    });
+    try {
+      return await run(socket, invocation, env, { stdin: new PassThrough(), stdout, stderr });
+    } catch (error) {
+      stderr.write(`ssh: ${error instanceof Error ? error.message : String(error)}\n`);
+      return SSH_FAILED;
+    } finally {
+      await flushed(stdout);
+      socket.end();
+    }
+  };
   return {
     path,
     exec,
+    attach,
     close: () => {
       lifetime.abort();
       server.close();

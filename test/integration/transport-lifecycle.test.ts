@@ -1,5 +1,5 @@
 // The SSH program's lifetime: a silent server is given up on in bounded time, the program goes
-// away when git does, and a stopped put leaves no SSH process behind.
+// away when git does, and a put stopped while its git runs on the run's connection leaves no process.
 import { spawn } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { createServer, type Server, type Socket } from 'node:net';
@@ -12,7 +12,8 @@ import { createGitEnvironment } from '../../src/git/environment.js';
 import { parseCheckRequest } from '../../src/protocol/request.js';
 import { SSH_CONFIG_ENV, SSH_MUX_ENV } from '../../src/transport/ssh-config.js';
 import { startSshMux } from '../../src/transport/ssh-mux.js';
-import { runScript, SSH_PROGRAM, startScript } from '../helpers/run-script.js';
+import { runScript, SSH_PROGRAM } from '../helpers/run-script.js';
+import { startStoppable, waitForProcess } from '../helpers/stopping.js';
 import { generateKey, startSshd, type KeyPair, type Sshd } from '../helpers/sshd.js';
 
 let keysDir: string;
@@ -187,10 +188,9 @@ describe('the SSH program', () => {
     }
   });
 
-  it('a put stopped while waiting over SSH exits within a second and leaves no SSH process', async () => {
-    const marker = repo.bare;
+  it('a put stopped while its fetch runs on a channel of its SSH connection exits within a second, leaving no process', async () => {
     const src = await mkdtemp(join(repo.root, 'src-'));
-    const run = startScript(
+    const run = await startStoppable(
       'out',
       {
         source: {
@@ -202,26 +202,34 @@ describe('the SSH program', () => {
         },
         params: { acquire: true },
       },
-      { args: [src] },
+      [src],
     );
-    await run.waitForStderr(/waiting for lock/i);
-    // Stop it while it polls the remote: a git ls-remote over SSH is in flight.
-    expect(await eventually(async () => (await sshProcesses(marker)).length > 0, 5000)).toBe(true);
-    const stoppedAt = Date.now();
-    run.child.kill('SIGTERM');
-    const result = await run.done;
-    expect(result.code).toBe(143);
-    expect(Date.now() - stoppedAt).toBeLessThan(1500);
-    const left = await eventually(async () => (await sshProcesses(marker)).length === 0, 1000);
-    expect(left).toBe(true);
-    // And it took itself out of the waiting line, over the run's own connection; or, when the
-    // stop's second ran out first (a loaded machine: the leave gets what is left of it), it says
-    // so, and the puts behind it pass its entry once it is stale (out-line.test.ts).
-    const line = await git(repo.bare, 'for-each-ref', '--format=%(refname)', 'refs/pool-resource/');
-    if (line !== '')
-      expect(result.stderr).toMatch(
-        /could not take this put out of the waiting line .*: the puts behind it will, after /,
+    try {
+      await run.waitForStderr(/waiting for lock/i);
+      // Stop it while it polls the remote: first in line, each poll is a fetch over fd::3.
+      await waitForProcess(run, /^git fetch .*fd::3/);
+      const stoppedAt = Date.now();
+      run.child.kill('SIGTERM');
+      const result = await run.done;
+      expect(result.code).toBe(143);
+      expect(Date.now() - stoppedAt).toBeLessThan(1500);
+      expect(await eventually(async () => (await run.leftovers()).length === 0, 1000)).toBe(true);
+      // And it took itself out of the waiting line, over the run's own connection; or, when the
+      // stop's second ran out first (a loaded machine: the leave gets what is left of it), it
+      // says so, and the puts behind it pass its entry once it is stale (out-line.test.ts).
+      const line = await git(
+        repo.bare,
+        'for-each-ref',
+        '--format=%(refname)',
+        'refs/pool-resource/',
       );
+      if (line !== '')
+        expect(result.stderr).toMatch(
+          /could not take this put out of the waiting line .*: the puts behind it will, after /,
+        );
+    } finally {
+      await run.cleanup();
+    }
   });
 });
 

@@ -1,0 +1,95 @@
+// git commands that speak to the lock repository over a connection the run made: git gets it as
+// its descriptor 3 and `fd::3` in place of the URI, and git's `fd::` transport (git-remote-fd)
+// speaks the protocol on it. Over git:// that connection is a socket with Nagle's algorithm off
+// (daemon-command.ts); over SSH a socket pair whose other end the run relays to a channel of its
+// shared connection (ssh-channel-command.ts).
+import { spawn } from 'node:child_process';
+import type { Socket } from 'node:net';
+
+/** Where git finds the connection: its descriptor 3, as git-remote-fd names it. */
+export const SOCKET_REMOTE = 'fd::3';
+
+/** The git commands that can go over such a connection, when they name the URI. */
+export const FD_COMMANDS = new Set(['clone', 'fetch', 'push']);
+
+export interface CommandResult {
+  /** null when git ended on a signal: `signal`. */
+  exitCode: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: Buffer;
+  stderr: Buffer;
+}
+
+/** A command of git's that goes over a connection of the run's. */
+export interface FdCommand {
+  /** The URI the command named, which git's words name again in place of SOCKET_REMOTE. */
+  uri: string;
+  /** The command's arguments with the URI replaced by SOCKET_REMOTE. */
+  args: string[];
+  /**
+   * Runs it; undefined, having started nothing, where the connection cannot be made (git then
+   * connects itself and says why in its own words). Stopping git is the caller's, by signalling it.
+   */
+  run(options: FdRunOptions): Promise<CommandResult | undefined>;
+}
+
+export interface FdRunOptions {
+  env: Record<string, string>;
+  cwd: string;
+  signal: AbortSignal;
+}
+
+/**
+ * `args` with `uri` replaced by SOCKET_REMOTE, for a command that can go over the run's
+ * connection and names `uri` once; undefined otherwise (a remote named `origin`, a local command).
+ */
+export function fdArgs(uri: string, args: readonly string[]): string[] | undefined {
+  const at = args.indexOf(uri);
+  if (!FD_COMMANDS.has(args[0] ?? '') || at < 0 || args.indexOf(uri, at + 1) >= 0) return undefined;
+  return args.map((arg, index) => (index === at ? SOCKET_REMOTE : arg));
+}
+
+/**
+ * Starts git with `connection` as its descriptor 3: a socket of the run's, which git holds from
+ * then on (ours is closed), or 'pipe' for a socket pair whose other end is `child.stdio[3]`.
+ */
+export function spawnOnFd(
+  args: readonly string[],
+  options: FdRunOptions,
+  connection: Socket | 'pipe',
+): ReturnType<typeof spawn> {
+  // The `fd::` transport for this command alone: no URI a request gives may name it.
+  const allowed = `${options.env.GIT_ALLOW_PROTOCOL ?? 'git'}:fd`;
+  return spawn('git', args, {
+    cwd: options.cwd,
+    env: { ...options.env, GIT_ALLOW_PROTOCOL: allowed },
+    stdio: ['ignore', 'pipe', 'pipe', connection],
+  });
+}
+
+/**
+ * git's output and how it ended; its stderr after the lines `before` gives once git has ended
+ * (what the remote command said, where the run relays it).
+ */
+export async function finished(
+  child: ReturnType<typeof spawn>,
+  before?: (exitCode: number | null) => Promise<Buffer>,
+): Promise<CommandResult> {
+  const stdout: Buffer[] = [];
+  const stderr: Buffer[] = [];
+  child.stdout?.on('data', (chunk: Buffer) => stdout.push(chunk));
+  child.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk));
+  const [exitCode, signal] = await new Promise<[number | null, NodeJS.Signals | null]>(
+    (resolve, reject) => {
+      child.once('error', reject);
+      child.once('close', (code, signal) => resolve([code, signal]));
+    },
+  );
+  const first = before ? [await before(exitCode)] : [];
+  return {
+    exitCode,
+    signal,
+    stdout: Buffer.concat(stdout),
+    stderr: Buffer.concat([...first, ...stderr]),
+  };
+}

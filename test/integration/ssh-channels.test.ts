@@ -1,0 +1,186 @@
+// git's clones, fetches and pushes to an SSH lock repository run on channels of the run's one SSH
+// connection, handed to git as its descriptor 3 without git's SSH program
+// (src/git/ssh-channel-command.ts), against a real OpenSSH sshd. A `git` first on PATH notes the
+// arguments of each command the resource runs; sshd's log counts logins and commands.
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { gitShim, type GitShim } from '../helpers/git-shim.js';
+import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
+import { runCommand } from '../helpers/run-command.js';
+import { runScript } from '../helpers/run-script.js';
+import { source } from '../helpers/source.js';
+import { generateKey, startSshd, type KeyPair, type Sshd } from '../helpers/sshd.js';
+import { buildFolder, lockStep, refused, succeeded } from '../helpers/steps.js';
+
+let shim: GitShim;
+let keysDir: string;
+let key: KeyPair;
+let sshd: Sshd;
+let repo: LockRepo;
+
+beforeAll(async () => {
+  shim = await gitShim();
+  keysDir = await mkdtemp(join(tmpdir(), 'pool-keys-'));
+  key = await generateKey(keysDir, 'client', { type: 'ed25519' });
+  sshd = await startSshd([key.publicKey]);
+});
+
+afterAll(async () => {
+  await sshd?.stop();
+  await shim.cleanup();
+  await rm(keysDir, { recursive: true, force: true });
+});
+
+beforeEach(async () => {
+  await shim.reset();
+  repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
+});
+
+afterEach(async () => {
+  await repo?.cleanup();
+});
+
+const env = () => ({ PATH: shim.path });
+
+const sshSource = (extra: Record<string, unknown> = {}) =>
+  source(repo, {
+    uri: sshd.url(repo.bare),
+    private_key: key.privateKey,
+    known_hosts: sshd.knownHostsLine,
+    ...extra,
+  });
+
+/** The commands that reached the server, each as its arguments. */
+async function remoteCommands(): Promise<string[][]> {
+  return (await shim.commands()).filter(
+    ([name]) => name === 'clone' || name === 'fetch' || name === 'push',
+  );
+}
+
+/** Logins and commands sshd has seen since this was called. */
+function watchLog() {
+  const from = sshd.log().length;
+  const count = (pattern: RegExp) =>
+    sshd.log().slice(from).match(new RegExp(pattern, 'g'))?.length ?? 0;
+  return {
+    logins: () => count(/Accepted publickey for /),
+    commands: () => count(/Starting session: command /),
+  };
+}
+
+describe('git on channels of the run’s SSH connection', () => {
+  it('an acquire, its get and the release clone, fetch and push on channels, one login per run', async () => {
+    const seen = watchLog();
+    const acquired = succeeded(
+      await runCommand('out', {
+        stdin: { source: sshSource(), params: { acquire: true } },
+        args: [await buildFolder()],
+        env: env(),
+      }),
+    ) as { version: { ref: string } };
+    succeeded(
+      await runCommand('in', {
+        stdin: { source: sshSource(), version: acquired.version },
+        args: [await buildFolder()],
+        env: env(),
+      }),
+    );
+    succeeded(
+      await runCommand('out', {
+        stdin: { source: sshSource(), params: { release: 'lock' } },
+        args: [await lockStep('lock-a')],
+        env: env(),
+      }),
+    );
+    const remote = await remoteCommands();
+    expect(remote.map(([name]) => name)).toEqual(['fetch', 'push', 'clone', 'clone', 'push']);
+    for (const args of remote) {
+      expect(args).toContain('fd::3');
+      expect(args).not.toContain(sshd.url(repo.bare));
+    }
+    expect(seen.logins()).toBe(3);
+    expect(seen.commands()).toBe(5);
+    expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
+  });
+
+  it('passes on the remote’s own words and names the uri, never the channel', async () => {
+    const hook = join(repo.bare, 'hooks', 'pre-receive');
+    await writeFile(hook, '#!/bin/sh\necho "branch master is protected" >&2\nexit 1\n');
+    await chmod(hook, 0o755);
+    const result = await runCommand('out', {
+      stdin: { source: sshSource(), params: { acquire: true } },
+      args: [await buildFolder()],
+      env: env(),
+    });
+    refused(
+      result,
+      'the lock repository refused the push to branch "master": pre-receive hook declined',
+    );
+    expect((await remoteCommands()).at(-1)).toContain('fd::3');
+    expect(result.stderr).not.toContain('fd::');
+  });
+
+  it('says at once, in the server’s words, that there is no repository at the uri', async () => {
+    const missing = sshd.url(join(repo.root, 'nothing.git'));
+    const result = await runCommand('out', {
+      stdin: { source: sshSource({ uri: missing }), params: { acquire: true } },
+      args: [await buildFolder()],
+      env: env(),
+    });
+    refused(result, /does not appear to be a git repository/);
+    expect(result.stderr).not.toMatch(/trying again/);
+    expect(result.stderr).not.toContain('fd::');
+    expect((await remoteCommands())[0]).toContain('fd::3');
+  });
+
+  it('leaves the connection to git when git_config may send git elsewhere (url.<base>.insteadOf)', async () => {
+    const local = sshd.url(repo.bare);
+    const other = local.replace('127.0.0.1', 'localhost');
+    succeeded(
+      // The scripts themselves: git then runs the SSH program, which an in-process run has not.
+      await runScript(
+        'out',
+        {
+          source: sshSource({
+            uri: other,
+            git_config: [{ name: `url.${local}.insteadOf`, value: other }],
+          }),
+          params: { acquire: true },
+        },
+        { args: [await buildFolder()], env: env() },
+      ),
+    );
+    const remote = await remoteCommands();
+    expect(remote.length).toBeGreaterThan(0);
+    for (const args of remote) {
+      expect(args).toContain(other);
+      expect(args).not.toContain('fd::3');
+    }
+  });
+
+  it('asks the protocol version git_config gives: v0 and v1 work as v2 does', async () => {
+    for (const version of ['0', '1']) {
+      await shim.reset();
+      succeeded(
+        await runCommand('out', {
+          stdin: {
+            source: sshSource({ git_config: [{ name: 'protocol.version', value: version }] }),
+            params: { acquire: true },
+          },
+          args: [await buildFolder()],
+          env: env(),
+        }),
+      );
+      succeeded(
+        await runCommand('out', {
+          stdin: { source: sshSource(), params: { release: 'lock' } },
+          args: [await lockStep('lock-a')],
+          env: env(),
+        }),
+      );
+    }
+    expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
+  });
+});
