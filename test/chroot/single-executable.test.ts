@@ -79,6 +79,10 @@ describe('the single executable in a root filesystem without Node', () => {
       await runLockCycle(source, repo, inside());
       // One login for each run that reached the server: its git commands shared it.
       expect(sshd.log()).toMatch(/Accepted publickey/);
+      // Where git_config may send git elsewhere, git runs its SSH program: the executable itself.
+      const other = source.uri.replace('127.0.0.1', 'localhost');
+      const rewrite = { name: `url.${source.uri}.insteadOf`, value: other };
+      await runLockCycle({ ...source, uri: other, git_config: [rewrite] }, repo, inside());
     } finally {
       await sshd.stop();
     }
