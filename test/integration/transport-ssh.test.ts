@@ -285,46 +285,58 @@ describe('forward_agent', () => {
   });
 });
 
-describe("git's SSH program", () => {
+describe('a lost race over SSH', () => {
   // git turns down a push whose branch moved since its fetch by itself, and says so on its stderr
-  // after the SSH program has exited: that line must not find git's stderr shut.
-  it('a push git turns down itself (the branch moved since the fetch) is a lost race, taken again from the new state', async () => {
-    const moved = await createLockRepo({ pool: { unclaimed: ['lock-a', 'lock-b'] } });
-    const shim = await gitShim({
-      beforeFirst: {
-        command: 'push',
-        script: `'${realGit}' -C '${moved.bare}' update-ref refs/heads/${moved.branch} "$(cat '${moved.root}/other')"`,
-      },
-    });
-    try {
-      const initial = await moved.tip();
-      const other = await moved.commit('another build changed the pool', async () => undefined);
-      await writeFile(join(moved.root, 'other'), other);
-      await git(moved.bare, 'update-ref', `refs/heads/${moved.branch}`, initial);
-      const result = await runScript(
-        'out',
-        {
-          source: lockSource(sshd.url(moved.bare), {
-            private_key: authorized.privateKey,
-            known_hosts: sshd.knownHostsLine,
-          }),
-          params: { acquire: true },
+  // once the connection is over: through git's SSH program, that line must not find git's stderr
+  // shut by the program's exit.
+  it.each([
+    ['on a channel of the run’s connection', false],
+    ['through git’s SSH program (a url.<base>.insteadOf)', true],
+  ])(
+    'a push git turns down itself (the branch moved since the fetch) is a lost race, taken again from the new state: %s',
+    async (_how, rewritten) => {
+      const moved = await createLockRepo({ pool: { unclaimed: ['lock-a', 'lock-b'] } });
+      const shim = await gitShim({
+        beforeFirst: {
+          command: 'push',
+          script: `'${realGit}' -C '${moved.bare}' update-ref refs/heads/${moved.branch} "$(cat '${moved.root}/other')"`,
         },
-        { args: [await tempDir()], env: { PATH: shim.path } },
-      );
-      outputs.push(result);
-      expect(result.stderr).toContain('the pool changed while taking');
-      expect(result.stderr).not.toContain('git failed');
-      expect(result.code).toBe(0);
-      expect((await moved.subjects()).slice(0, 2)).toEqual([
-        expect.stringMatching(/^claiming: lock-[ab]$/),
-        'another build changed the pool',
-      ]);
-    } finally {
-      await shim.cleanup();
-      await moved.cleanup();
-    }
-  });
+      });
+      try {
+        const initial = await moved.tip();
+        const other = await moved.commit('another build changed the pool', async () => undefined);
+        await writeFile(join(moved.root, 'other'), other);
+        await git(moved.bare, 'update-ref', `refs/heads/${moved.branch}`, initial);
+        const url = sshd.url(moved.bare);
+        const elsewhere = url.replace('127.0.0.1', 'localhost');
+        const result = await runScript(
+          'out',
+          {
+            source: lockSource(rewritten ? elsewhere : url, {
+              private_key: authorized.privateKey,
+              known_hosts: sshd.knownHostsLine,
+              ...(rewritten
+                ? { git_config: [{ name: `url.${url}.insteadOf`, value: elsewhere }] }
+                : {}),
+            }),
+            params: { acquire: true },
+          },
+          { args: [await tempDir()], env: { PATH: shim.path } },
+        );
+        outputs.push(result);
+        expect(result.stderr).toContain('the pool changed while taking');
+        expect(result.stderr).not.toContain('git failed');
+        expect(result.code).toBe(0);
+        expect((await moved.subjects()).slice(0, 2)).toEqual([
+          expect.stringMatching(/^claiming: lock-[ab]$/),
+          'another build changed the pool',
+        ]);
+      } finally {
+        await shim.cleanup();
+        await moved.cleanup();
+      }
+    },
+  );
 });
 
 describe('secrets', () => {
