@@ -1,7 +1,7 @@
 // Build folders as a Concourse put sees them (SRC with one folder per earlier step) and small
 // readers for what a run left in the lock repository.
 import { execFile } from 'node:child_process';
-import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { expect, onTestFinished } from 'vitest';
 import { git, type LockRepo } from './lock-repo.js';
@@ -185,4 +185,15 @@ async function addDecoyDefaultBranch(repo: LockRepo): Promise<void> {
   await git(repo.bare, 'symbolic-ref', 'HEAD', 'refs/heads/master');
   await git(work, 'checkout', '--quiet', '--force', '-B', repo.branch, `origin/${repo.branch}`);
   await git(work, 'clean', '--quiet', '-ffdx');
+}
+
+/** What a put reports when the branch refuses every push (protectBranch). */
+export const HOOK_REFUSAL =
+  'the lock repository refused the push to branch "master": pre-receive hook declined';
+
+/** Makes `repo`'s server refuse every push with a pre-receive hook, as a protected branch does. */
+export async function protectBranch(repo: LockRepo): Promise<void> {
+  const hook = join(repo.bare, 'hooks', 'pre-receive');
+  await writeFile(hook, '#!/bin/sh\necho "branch master is protected" >&2\nexit 1\n');
+  await chmod(hook, 0o755);
 }

@@ -1,7 +1,6 @@
 // git's fetches and pushes to a git:// lock repository go over connections the run opens itself,
 // with Nagle's algorithm off, handed to git as its descriptor 3 (src/git/daemon-command.ts). A `git`
 // first on PATH notes the arguments of each command the resource runs.
-import { chmod, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { GitCommandError } from '../../src/base/errors.js';
@@ -18,7 +17,15 @@ import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
 import { runCommand } from '../helpers/run-command.js';
 import { startScript } from '../helpers/run-script.js';
 import { source } from '../helpers/source.js';
-import { buildFolder, lockStep, otherClone, refused, succeeded } from '../helpers/steps.js';
+import {
+  buildFolder,
+  HOOK_REFUSAL,
+  lockStep,
+  otherClone,
+  protectBranch,
+  refused,
+  succeeded,
+} from '../helpers/steps.js';
 
 let shim: GitShim;
 let repo: LockRepo;
@@ -134,19 +141,14 @@ describe('git over the run’s own connections to git daemon', () => {
   });
 
   it('names the git:// uri, never the socket, in what git says', async () => {
-    const hook = join(repo.bare, 'hooks', 'pre-receive');
-    await writeFile(hook, '#!/bin/sh\necho "branch master is protected" >&2\nexit 1\n');
-    await chmod(hook, 0o755);
+    await protectBranch(repo);
     const url = daemon.url(repo.bare);
     const result = await runCommand('out', {
       stdin: { source: source(repo, { uri: url }), params: { acquire: true } },
       args: [await buildFolder()],
       env: env(),
     });
-    refused(
-      result,
-      'the lock repository refused the push to branch "master": pre-receive hook declined',
-    );
+    refused(result, HOOK_REFUSAL);
     expect((await remoteCommands()).at(-1)).toContain('fd::3');
     expect(result.stderr).not.toContain('fd::');
   });

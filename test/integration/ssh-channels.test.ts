@@ -2,7 +2,7 @@
 // connection, handed to git as its descriptor 3 without git's SSH program
 // (src/git/ssh-channel-command.ts), against a real OpenSSH sshd. A `git` first on PATH notes the
 // arguments of each command the resource runs; sshd's log counts logins and commands.
-import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -12,7 +12,14 @@ import { runCommand } from '../helpers/run-command.js';
 import { runScript } from '../helpers/run-script.js';
 import { source } from '../helpers/source.js';
 import { generateKey, startSshd, type KeyPair, type Sshd } from '../helpers/sshd.js';
-import { buildFolder, lockStep, refused, succeeded } from '../helpers/steps.js';
+import {
+  buildFolder,
+  HOOK_REFUSAL,
+  lockStep,
+  protectBranch,
+  refused,
+  succeeded,
+} from '../helpers/steps.js';
 
 let shim: GitShim;
 let keysDir: string;
@@ -52,6 +59,24 @@ const sshSource = (extra: Record<string, unknown> = {}) =>
     ...extra,
   });
 
+/** `out` run with the shim's git: an acquire, `extra` added to its source. */
+async function acquire(extra: Record<string, unknown> = {}) {
+  return runCommand('out', {
+    stdin: { source: sshSource(extra), params: { acquire: true } },
+    args: [await buildFolder()],
+    env: env(),
+  });
+}
+
+/** `out` run with the shim's git: the release of lock-a. */
+async function release() {
+  return runCommand('out', {
+    stdin: { source: sshSource(), params: { release: 'lock' } },
+    args: [await lockStep('lock-a')],
+    env: env(),
+  });
+}
+
 /** The commands that reached the server, each as its arguments. */
 async function remoteCommands(): Promise<string[][]> {
   return (await shim.commands()).filter(
@@ -73,13 +98,7 @@ function watchLog() {
 describe('git on channels of the run’s SSH connection', () => {
   it('an acquire, its get and the release clone, fetch and push on channels, one login per run', async () => {
     const seen = watchLog();
-    const acquired = succeeded(
-      await runCommand('out', {
-        stdin: { source: sshSource(), params: { acquire: true } },
-        args: [await buildFolder()],
-        env: env(),
-      }),
-    ) as { version: { ref: string } };
+    const acquired = succeeded(await acquire()) as { version: { ref: string } };
     succeeded(
       await runCommand('in', {
         stdin: { source: sshSource(), version: acquired.version },
@@ -87,13 +106,7 @@ describe('git on channels of the run’s SSH connection', () => {
         env: env(),
       }),
     );
-    succeeded(
-      await runCommand('out', {
-        stdin: { source: sshSource(), params: { release: 'lock' } },
-        args: [await lockStep('lock-a')],
-        env: env(),
-      }),
-    );
+    succeeded(await release());
     const remote = await remoteCommands();
     expect(remote.map(([name]) => name)).toEqual(['fetch', 'push', 'clone', 'clone', 'push']);
     for (const args of remote) {
@@ -105,30 +118,17 @@ describe('git on channels of the run’s SSH connection', () => {
     expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
   });
 
-  it('passes on the remote’s own words and names the uri, never the channel', async () => {
-    const hook = join(repo.bare, 'hooks', 'pre-receive');
-    await writeFile(hook, '#!/bin/sh\necho "branch master is protected" >&2\nexit 1\n');
-    await chmod(hook, 0o755);
-    const result = await runCommand('out', {
-      stdin: { source: sshSource(), params: { acquire: true } },
-      args: [await buildFolder()],
-      env: env(),
-    });
-    refused(
-      result,
-      'the lock repository refused the push to branch "master": pre-receive hook declined',
-    );
+  it('a push the server refuses names the uri, never the channel', async () => {
+    await protectBranch(repo);
+    const result = await acquire();
+    refused(result, HOOK_REFUSAL);
     expect((await remoteCommands()).at(-1)).toContain('fd::3');
     expect(result.stderr).not.toContain('fd::');
   });
 
   it('says at once, in the server’s words, that there is no repository at the uri', async () => {
     const missing = sshd.url(join(repo.root, 'nothing.git'));
-    const result = await runCommand('out', {
-      stdin: { source: sshSource({ uri: missing }), params: { acquire: true } },
-      args: [await buildFolder()],
-      env: env(),
-    });
+    const result = await acquire({ uri: missing });
     refused(result, /does not appear to be a git repository/);
     expect(result.stderr).not.toMatch(/trying again/);
     expect(result.stderr).not.toContain('fd::');
@@ -163,23 +163,8 @@ describe('git on channels of the run’s SSH connection', () => {
   it('asks the protocol version git_config gives: v0 and v1 work as v2 does', async () => {
     for (const version of ['0', '1']) {
       await shim.reset();
-      succeeded(
-        await runCommand('out', {
-          stdin: {
-            source: sshSource({ git_config: [{ name: 'protocol.version', value: version }] }),
-            params: { acquire: true },
-          },
-          args: [await buildFolder()],
-          env: env(),
-        }),
-      );
-      succeeded(
-        await runCommand('out', {
-          stdin: { source: sshSource(), params: { release: 'lock' } },
-          args: [await lockStep('lock-a')],
-          env: env(),
-        }),
-      );
+      succeeded(await acquire({ git_config: [{ name: 'protocol.version', value: version }] }));
+      succeeded(await release());
     }
     expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
   });
