@@ -64,7 +64,7 @@ describe("the payload on Debian trixie's node and git", () => {
     }
   });
 
-  it('takes and gives back a lock over SSH, its own SSH program talking to sshd', async () => {
+  it('takes and gives back a lock over SSH, on channels of its own connection and through its own SSH program', async () => {
     repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
     const key = await generateKey(await mkdtemp(join(repo.root, 'keys-')), 'deploy', {
       type: 'ed25519',
@@ -75,6 +75,10 @@ describe("the payload on Debian trixie's node and git", () => {
       // Pinned: without it, every run warns that it accepted the host key unchecked.
       const pinned = { private_key: key.privateKey, known_hosts: sshd.knownHostsLine };
       await runLockCycle(source(uri, pinned), repo, inside());
+      // Where git_config may send git elsewhere, git runs the resource's SSH program.
+      const other = uri.replace('127.0.0.1', 'localhost');
+      const rewrite = { git_config: [{ name: `url.${uri}.insteadOf`, value: other }] };
+      await runLockCycle(source(other, { ...pinned, ...rewrite }), repo, inside());
     } finally {
       await sshd.stop();
     }
