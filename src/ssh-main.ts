@@ -66,9 +66,10 @@ export async function sshMain(args: string[]): Promise<void> {
           signal: controller.signal,
         });
   }
-  // Exit once what we wrote has reached git; stdin may still be open. Never end() stderr: it is
-  // git's own, and where git's runner made it a socket (Node's child stdio is a socketpair) our
-  // end() is a shutdown for git too: git's next line there ("error: failed to push some refs",
-  // after a push it rejected itself) killed it with SIGPIPE, its verdict still unwritten.
-  process.stdout.write('', () => process.stderr.write('', () => process.exit(code)));
+  // Exit once what we wrote has reached git (the relays above return only once stdout has it);
+  // stdin may still be open. Never end() stderr: it is git's own, and where git's runner made it
+  // a socket (Node's child stdio is a socketpair) our end() is a shutdown for git too: git's next
+  // line there ("error: failed to push some refs", after a push it rejected itself) killed it
+  // with SIGPIPE, its verdict still unwritten.
+  process.stderr.write('', () => process.exit(code));
 }
