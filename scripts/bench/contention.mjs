@@ -158,7 +158,9 @@ export async function measureContention(
       lostRaces.release += races(released.stderr);
       releaseMs.push(released.ms);
     }
-    await rm(tmp, { recursive: true, force: true });
+    // Retried: once, over SSH, a file appeared in the folder while it was being removed (ENOTEMPTY),
+    // and the whole bench ended there.
+    await rm(tmp, { recursive: true, force: true, maxRetries: 5 });
   };
   await Promise.all(Array.from({ length: workers }, (_, id) => worker(id)));
   const elapsedMs = performance.now() - started;
