@@ -16,7 +16,6 @@ import {
   FRAME_STDERR,
   FRAME_STDOUT,
   MAX_HEADER_BYTES,
-  type FrameType,
 } from './mux-frames.js';
 import { parseSshArgs, type SshInvocation } from './ssh-args.js';
 import { SSH_FAILED, type SshTransportConfig } from './ssh-config.js';
@@ -184,8 +183,8 @@ export async function startSshMux(
     if (line === undefined) return;
     const streams = {
       stdin: new PassThrough(),
-      stdout: frameWriter(socket, FRAME_STDOUT),
-      stderr: frameWriter(socket, FRAME_STDERR),
+      stdout: socketWriter(socket, (chunk) => encodeFrame(FRAME_STDOUT, chunk)),
+      stderr: socketWriter(socket, (chunk) => encodeFrame(FRAME_STDERR, chunk)),
     };
     let status = SSH_FAILED;
     try {
@@ -196,7 +195,7 @@ export async function startSshMux(
         throw new Error(`cannot read git's arguments: ${invocation.problem}`);
       status = await run(socket, invocation, request.env, streams);
     } catch (error) {
-      streams.stderr.write(`ssh: ${error instanceof Error ? error.message : String(error)}\n`);
+      streams.stderr.write(failureLine(error));
     }
     // The status goes last, after everything the command wrote.
     await Promise.all([flushed(streams.stdout), flushed(streams.stderr)]);
@@ -263,16 +262,11 @@ export async function startSshMux(
     // git's EOF (its request sent) is the command's EOF; the answer still comes back on ours.
     socket.allowHalfOpen = true;
     socket.on('error', () => undefined);
-    const stdout = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        if (socket.destroyed || socket.writableEnded) return done();
-        socket.write(chunk, () => done());
-      },
-    });
+    const stdout = socketWriter(socket, (chunk) => chunk);
     try {
       return await run(socket, invocation, env, { stdin: new PassThrough(), stdout, stderr });
     } catch (error) {
-      stderr.write(`ssh: ${error instanceof Error ? error.message : String(error)}\n`);
+      stderr.write(failureLine(error));
       return SSH_FAILED;
     } finally {
       await flushed(stdout);
@@ -351,14 +345,19 @@ function readHeader(socket: Socket): Promise<string | undefined> {
   });
 }
 
-/** A stream whose writes go to `socket` as frames of one type; dropped once the socket is gone. */
-function frameWriter(socket: Socket, type: FrameType): Writable {
+/** A stream whose writes go to `socket`, each as `wrap` makes it; dropped once the socket is gone. */
+function socketWriter(socket: Duplex, wrap: (chunk: Buffer) => Buffer): Writable {
   return new Writable({
     write(chunk: Buffer, _encoding, done) {
       if (socket.destroyed || socket.writableEnded) return done();
-      socket.write(encodeFrame(type, chunk), () => done());
+      socket.write(wrap(chunk), () => done());
     },
   });
+}
+
+/** A command's failure as git's SSH program says it: one `ssh: …` line. */
+function failureLine(error: unknown): string {
+  return `ssh: ${error instanceof Error ? error.message : String(error)}\n`;
 }
 
 /** Closes a command's channel; on a connection already gone there is nothing left to close. */
