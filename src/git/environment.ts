@@ -14,8 +14,7 @@ import { startHttpRelay, type HttpRelay } from '../transport/http-relay.js';
 import { isSshUri } from '../transport/ssh-args.js';
 import { startSshMux, type SshMux } from '../transport/ssh-mux.js';
 import type { DaemonSockets } from './daemon-command.js';
-import type { SshChannels } from './ssh-channel-command.js';
-import { serviceInvocation } from './ssh-refs.js';
+import { sshChannels, type SshChannels } from './ssh-channel-command.js';
 import { daemonTarget } from './daemon-refs.js';
 import { sshCommand } from './ssh-command.js';
 
@@ -304,16 +303,13 @@ async function fill(
     env[SSH_CONFIG_ENV] = JSON.stringify(sshConfig);
   }
   const identity = knownIdentity(source.gitConfig);
-  const target = rewritesUrls(source.gitConfig) ? undefined : daemonTarget(source.uri);
+  // The run's own connections go where the URI says: a url.<base>.insteadOf leaves them to git.
+  const direct = !rewritesUrls(source.gitConfig);
+  const target = direct ? daemonTarget(source.uri) : undefined;
   const daemon: DaemonSockets | undefined = target && { ...target, uri: source.uri };
   const protocolVersion = askedProtocol(source);
   const ssh: SshChannels | undefined =
-    mux &&
-    protocolVersion &&
-    !rewritesUrls(source.gitConfig) &&
-    serviceInvocation(source.uri, 'git-upload-pack')
-      ? { uri: source.uri, mux, protocolVersion }
-      : undefined;
+    direct && mux && protocolVersion ? sshChannels(source.uri, mux, protocolVersion) : undefined;
   return {
     home,
     env,

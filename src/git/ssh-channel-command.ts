@@ -5,6 +5,7 @@
 // program, and git's bytes take one relay fewer.
 import { Writable, type Duplex } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { SshInvocation } from '../transport/ssh-args.js';
 import type { SshMux } from '../transport/ssh-mux.js';
 import { fdArgs, finished, spawnOnFd, type FdCommand } from './fd-command.js';
 import { serviceInvocation } from './ssh-refs.js';
@@ -13,8 +14,34 @@ import { serviceInvocation } from './ssh-refs.js';
 export interface SshChannels {
   uri: string;
   mux: SshMux;
-  /** The protocol version git asks upload-pack for (protocol.version). */
-  protocolVersion: '0' | '1' | '2';
+  /** The remote command of a clone or fetch, and its environment, as git would ask them. */
+  upload: { invocation: SshInvocation; env: Record<string, string> };
+  /** The same for a push. */
+  receive: { invocation: SshInvocation; env: Record<string, string> };
+}
+
+/**
+ * Channels for `uri` on `mux`, git asking upload-pack for `protocolVersion` (protocol.version);
+ * undefined for a URI git does not reach over SSH.
+ */
+export function sshChannels(
+  uri: string,
+  mux: SshMux,
+  protocolVersion: '0' | '1' | '2',
+): SshChannels | undefined {
+  const upload = serviceInvocation(uri, 'git-upload-pack');
+  const receive = serviceInvocation(uri, 'git-receive-pack');
+  if (!upload || !receive) return undefined;
+  // As git's connect.c asks: receive-pack has no protocol v2, so a push asks v0 then.
+  const pushVersion = protocolVersion === '2' ? '0' : protocolVersion;
+  const asking = (version: string): Record<string, string> =>
+    version === '0' ? {} : { GIT_PROTOCOL: `version=${version}` };
+  return {
+    uri,
+    mux,
+    upload: { invocation: upload, env: asking(protocolVersion) },
+    receive: { invocation: receive, env: asking(pushVersion) },
+  };
 }
 
 /**
@@ -29,12 +56,8 @@ export function sshChannelCommand(
   args: readonly string[],
 ): FdCommand | undefined {
   const replaced = fdArgs(ssh.uri, args);
-  const push = args[0] === 'push';
-  const invocation = serviceInvocation(ssh.uri, push ? 'git-receive-pack' : 'git-upload-pack');
-  if (!replaced || !invocation) return undefined;
-  // As git's connect.c asks: receive-pack has no protocol v2, so a push asks v0 then.
-  const version = push && ssh.protocolVersion === '2' ? '0' : ssh.protocolVersion;
-  const env: Record<string, string> = version === '0' ? {} : { GIT_PROTOCOL: `version=${version}` };
+  if (!replaced) return undefined;
+  const { invocation, env } = args[0] === 'push' ? ssh.receive : ssh.upload;
   return {
     uri: ssh.uri,
     args: replaced,
