@@ -1,6 +1,6 @@
 // A `git` first on PATH that notes the arguments of each command it runs (one line each, apart by
 // tabs) and, with `trace`, turns on git's trace for it (and so for the processes git starts in
-// turn), then runs the real git. With `beforeFirst`, a shell script runs just before the first
+// turn; with `packets`, its packet trace too: the protocol lines), then runs the real git. With `beforeFirst`, a shell script runs just before the first
 // command of that name (to move the remote under a run, say).
 import { execFileSync } from 'node:child_process';
 import { chmod, readFile, rm, writeFile } from 'node:fs/promises';
@@ -22,12 +22,18 @@ export interface GitShim {
 export const realGit = execFileSync('sh', ['-c', 'command -v git'], { encoding: 'utf8' }).trim();
 
 export async function gitShim(
-  options: { trace?: boolean; beforeFirst?: { command: string; script: string } } = {},
+  options: {
+    trace?: boolean;
+    packets?: boolean;
+    beforeFirst?: { command: string; script: string };
+  } = {},
 ): Promise<GitShim> {
   const bin = await tempDir('pool-git-shim-');
   const commands = join(bin, 'commands');
   const trace = join(bin, 'trace');
-  const traced = options.trace ? `GIT_TRACE='${trace}' ` : '';
+  const traced =
+    (options.trace ? `GIT_TRACE='${trace}' ` : '') +
+    (options.packets ? `GIT_TRACE_PACKET='${trace}' ` : '');
   const { beforeFirst } = options;
   const before = beforeFirst
     ? `if [ "$1" = '${beforeFirst.command}' ] && mkdir '${join(bin, 'ran')}' 2>/dev/null; then\n${beforeFirst.script}\nfi\n`

@@ -28,7 +28,7 @@ let sshd: Sshd;
 let repo: LockRepo;
 
 beforeAll(async () => {
-  shim = await gitShim();
+  shim = await gitShim({ packets: true });
   keysDir = await mkdtemp(join(tmpdir(), 'pool-keys-'));
   key = await generateKey(keysDir, 'client', { type: 'ed25519' });
   sshd = await startSshd([key.publicKey]);
@@ -158,6 +158,16 @@ describe('git on channels of the run’s SSH connection', () => {
       expect(args).toContain(other);
       expect(args).not.toContain('fd::3');
     }
+  });
+
+  it('asks upload-pack for protocol v2, as git does; a push speaks v0', async () => {
+    succeeded(await acquire());
+    const trace = await shim.trace();
+    // The server's answer to a fetch starts with its v2 capabilities; to a push, with its refs.
+    expect(trace).toMatch(/fetch< version 2$/m);
+    expect(trace).toMatch(/fetch> command=ls-refs$/m);
+    expect(trace).toMatch(/push< [0-9a-f]{40} refs\/heads\/master\\0report-status/m);
+    expect(trace).not.toMatch(/push< version/m);
   });
 
   it('asks the protocol version git_config gives: v0 and v1 work as v2 does', async () => {
