@@ -11,21 +11,13 @@
 // (repo/lock-repository.ts).
 import { connect, type Socket } from 'node:net';
 import { daemonRequest, type DaemonTarget } from './daemon-refs.js';
-import { fdArgs, finished, spawnOnFd, type FdCommand } from './fd-command.js';
+import { fdArgs, finished, spawnOnFd, type FdCommand, type Service } from './fd-command.js';
 
 /** The git:// lock repository the run's commands go to over its own connections. */
 export interface DaemonSockets extends DaemonTarget {
   /** The URI as the run's commands name it. */
   uri: string;
 }
-
-type Service = 'git-upload-pack' | 'git-receive-pack';
-
-const SERVICES: Record<string, Service> = {
-  clone: 'git-upload-pack',
-  fetch: 'git-upload-pack',
-  push: 'git-receive-pack',
-};
 
 /**
  * `args` as a command over a socket of the run's; undefined for a command that does not name the
@@ -36,9 +28,9 @@ export function daemonCommand(
   daemon: DaemonSockets,
   args: readonly string[],
 ): FdCommand | undefined {
-  const replaced = fdArgs(daemon.uri, args);
-  const service = SERVICES[args[0] ?? ''];
-  if (!replaced || !service) return undefined;
+  const command = fdArgs(daemon.uri, args);
+  if (!command) return undefined;
+  const { args: replaced, service } = command;
   return {
     uri: daemon.uri,
     args: replaced,

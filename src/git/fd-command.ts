@@ -9,8 +9,14 @@ import type { Socket } from 'node:net';
 /** Where git finds the connection: its descriptor 3, as git-remote-fd names it. */
 export const SOCKET_REMOTE = 'fd::3';
 
-/** The git commands that can go over such a connection, when they name the URI. */
-export const FD_COMMANDS = new Set(['clone', 'fetch', 'push']);
+/** The service on the server each git command that can go over such a connection asks for. */
+export type Service = 'git-upload-pack' | 'git-receive-pack';
+
+const SERVICES: Record<string, Service> = {
+  clone: 'git-upload-pack',
+  fetch: 'git-upload-pack',
+  push: 'git-receive-pack',
+};
 
 export interface CommandResult {
   /** null when git ended on a signal: `signal`. */
@@ -40,13 +46,18 @@ export interface FdRunOptions {
 }
 
 /**
- * `args` with `uri` replaced by SOCKET_REMOTE, for a command that can go over the run's
- * connection and names `uri` once; undefined otherwise (a remote named `origin`, a local command).
+ * `args` with `uri` replaced by SOCKET_REMOTE, and the service the command asks the server for,
+ * for a clone, fetch or push that names `uri` once; undefined otherwise (a remote named `origin`,
+ * ls-remote, a local command).
  */
-export function fdArgs(uri: string, args: readonly string[]): string[] | undefined {
+export function fdArgs(
+  uri: string,
+  args: readonly string[],
+): { args: string[]; service: Service } | undefined {
+  const service = SERVICES[args[0] ?? ''];
   const at = args.indexOf(uri);
-  if (!FD_COMMANDS.has(args[0] ?? '') || at < 0 || args.indexOf(uri, at + 1) >= 0) return undefined;
-  return args.map((arg, index) => (index === at ? SOCKET_REMOTE : arg));
+  if (!service || at < 0 || args.indexOf(uri, at + 1) >= 0) return undefined;
+  return { args: args.map((arg, index) => (index === at ? SOCKET_REMOTE : arg)), service };
 }
 
 /**

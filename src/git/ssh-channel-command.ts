@@ -55,9 +55,10 @@ export function sshChannelCommand(
   ssh: SshChannels,
   args: readonly string[],
 ): FdCommand | undefined {
-  const replaced = fdArgs(ssh.uri, args);
-  if (!replaced) return undefined;
-  const { invocation, env } = args[0] === 'push' ? ssh.receive : ssh.upload;
+  const command = fdArgs(ssh.uri, args);
+  if (!command) return undefined;
+  const { args: replaced, service } = command;
+  const { invocation, env } = service === 'git-receive-pack' ? ssh.receive : ssh.upload;
   return {
     uri: ssh.uri,
     args: replaced,
