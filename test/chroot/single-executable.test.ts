@@ -14,7 +14,7 @@ import { extractRootfs, type Rootfs } from '../helpers/rootfs.js';
 import { runScript, startScript } from '../helpers/run-script.js';
 import { generateKey, startSshd } from '../helpers/sshd.js';
 import { stop } from '../helpers/stopping.js';
-import { source as lockSource } from '../helpers/source.js';
+import { renamed, source as lockSource } from '../helpers/source.js';
 
 /** Where the executable and its links live inside the root filesystem. */
 const INSTALLED = '/opt/resource';
@@ -80,9 +80,7 @@ describe('the single executable in a root filesystem without Node', () => {
       // One login for each run that reached the server: its git commands shared it.
       expect(sshd.log()).toMatch(/Accepted publickey/);
       // Where git_config may send git elsewhere, git runs its SSH program: the executable itself.
-      const other = source.uri.replace('127.0.0.1', 'localhost');
-      const rewrite = { name: `url.${source.uri}.insteadOf`, value: other };
-      await runLockCycle({ ...source, uri: other, git_config: [rewrite] }, repo, inside());
+      await runLockCycle({ ...source, ...renamed(source.uri) }, repo, inside());
     } finally {
       await sshd.stop();
     }

@@ -16,7 +16,7 @@ import { extractRootfs, type Rootfs } from '../helpers/rootfs.js';
 import { runScript, startScript } from '../helpers/run-script.js';
 import { generateKey, startSshd } from '../helpers/sshd.js';
 import { stop } from '../helpers/stopping.js';
-import { source } from '../helpers/source.js';
+import { renamed, source } from '../helpers/source.js';
 
 const INSTALLED = '/opt/resource';
 const ENV = { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: '/root' };
@@ -76,9 +76,7 @@ describe("the payload on Debian trixie's node and git", () => {
       const pinned = { private_key: key.privateKey, known_hosts: sshd.knownHostsLine };
       await runLockCycle(source(uri, pinned), repo, inside());
       // Where git_config may send git elsewhere, git runs the resource's SSH program.
-      const other = uri.replace('127.0.0.1', 'localhost');
-      const rewrite = { git_config: [{ name: `url.${uri}.insteadOf`, value: other }] };
-      await runLockCycle(source(other, { ...pinned, ...rewrite }), repo, inside());
+      await runLockCycle(source(uri, { ...pinned, ...renamed(uri) }), repo, inside());
     } finally {
       await sshd.stop();
     }

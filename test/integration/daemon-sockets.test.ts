@@ -16,7 +16,7 @@ import { gitShim, type GitShim } from '../helpers/git-shim.js';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
 import { runCommand } from '../helpers/run-command.js';
 import { startScript } from '../helpers/run-script.js';
-import { source } from '../helpers/source.js';
+import { renamed, source } from '../helpers/source.js';
 import {
   buildFolder,
   HOOK_REFUSAL,
@@ -154,17 +154,10 @@ describe('git over the run’s own connections to git daemon', () => {
   });
 
   it('leaves the connection to git when git_config may send git elsewhere (url.<base>.insteadOf)', async () => {
-    const local = daemon.url(repo.bare);
-    const other = local.replace('127.0.0.1', 'localhost');
+    const other = renamed(daemon.url(repo.bare));
     succeeded(
       await runCommand('out', {
-        stdin: {
-          source: source(repo, {
-            uri: other,
-            git_config: [{ name: `url.${local}.insteadOf`, value: other }],
-          }),
-          params: { acquire: true },
-        },
+        stdin: { source: source(repo, other), params: { acquire: true } },
         args: [await buildFolder()],
         env: env(),
       }),
@@ -172,7 +165,7 @@ describe('git over the run’s own connections to git daemon', () => {
     const remote = await remoteCommands();
     expect(remote.length).toBeGreaterThan(0);
     for (const args of remote) {
-      expect(args).toContain(other);
+      expect(args).toContain(other.uri);
       expect(args).not.toContain('fd::3');
     }
     expect(await repo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });

@@ -10,7 +10,7 @@ import { gitShim, type GitShim } from '../helpers/git-shim.js';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
 import { runCommand } from '../helpers/run-command.js';
 import { runScript } from '../helpers/run-script.js';
-import { source } from '../helpers/source.js';
+import { renamed, source } from '../helpers/source.js';
 import { generateKey, startSshd, type KeyPair, type Sshd } from '../helpers/sshd.js';
 import {
   buildFolder,
@@ -136,26 +136,19 @@ describe('git on channels of the run’s SSH connection', () => {
   });
 
   it('leaves the connection to git when git_config may send git elsewhere (url.<base>.insteadOf)', async () => {
-    const local = sshd.url(repo.bare);
-    const other = local.replace('127.0.0.1', 'localhost');
+    const other = renamed(sshd.url(repo.bare));
     succeeded(
       // The scripts themselves: git then runs the SSH program, which an in-process run has not.
       await runScript(
         'out',
-        {
-          source: sshSource({
-            uri: other,
-            git_config: [{ name: `url.${local}.insteadOf`, value: other }],
-          }),
-          params: { acquire: true },
-        },
+        { source: sshSource(other), params: { acquire: true } },
         { args: [await buildFolder()], env: env() },
       ),
     );
     const remote = await remoteCommands();
     expect(remote.length).toBeGreaterThan(0);
     for (const args of remote) {
-      expect(args).toContain(other);
+      expect(args).toContain(other.uri);
       expect(args).not.toContain('fd::3');
     }
   });

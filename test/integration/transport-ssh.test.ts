@@ -16,7 +16,7 @@ import {
 } from '../helpers/lock-cycle.js';
 import { runScript, startScript, tempDir, type ScriptResult } from '../helpers/run-script.js';
 import { generateKey, startSshd, type KeyPair, type Sshd } from '../helpers/sshd.js';
-import { source as lockSource } from '../helpers/source.js';
+import { renamed, source as lockSource } from '../helpers/source.js';
 import { eventually } from '../helpers/eventually.js';
 
 const exec = promisify(execFile);
@@ -308,16 +308,13 @@ describe('a lost race over SSH', () => {
         await writeFile(join(moved.root, 'other'), other);
         await git(moved.bare, 'update-ref', `refs/heads/${moved.branch}`, initial);
         const url = sshd.url(moved.bare);
-        const elsewhere = url.replace('127.0.0.1', 'localhost');
         const result = await runScript(
           'out',
           {
-            source: lockSource(rewritten ? elsewhere : url, {
+            source: lockSource(url, {
               private_key: authorized.privateKey,
               known_hosts: sshd.knownHostsLine,
-              ...(rewritten
-                ? { git_config: [{ name: `url.${url}.insteadOf`, value: elsewhere }] }
-                : {}),
+              ...(rewritten ? renamed(url) : {}),
             }),
             params: { acquire: true },
           },
