@@ -11,7 +11,7 @@
 // (repo/lock-repository.ts).
 import { connect, type Socket } from 'node:net';
 import { daemonRequest, type DaemonTarget } from './daemon-refs.js';
-import { fdArgs, finished, spawnOnFd, type FdCommand, type Service } from './fd-command.js';
+import { fdCommand, finished, spawnOnFd, type FdCommand, type Service } from './fd-command.js';
 
 /** The git:// lock repository the run's commands go to over its own connections. */
 export interface DaemonSockets extends DaemonTarget {
@@ -28,24 +28,17 @@ export function daemonCommand(
   daemon: DaemonSockets,
   args: readonly string[],
 ): FdCommand | undefined {
-  const command = fdArgs(daemon.uri, args);
-  if (!command) return undefined;
-  const { args: replaced, service } = command;
-  return {
-    uri: daemon.uri,
-    args: replaced,
-    run: async (options) => {
-      const socket = await requested(daemon, service, options.signal);
-      if (!socket) return undefined;
-      try {
-        return finished(spawnOnFd(replaced, options, socket));
-      } finally {
-        // git holds its own descriptor from here: closing ours neither ends nor resets the
-        // connection.
-        socket.destroy();
-      }
-    },
-  };
+  return fdCommand(daemon.uri, args, async ({ args: replaced, service }, options) => {
+    const socket = await requested(daemon, service, options.signal);
+    if (!socket) return undefined;
+    try {
+      return finished(spawnOnFd(replaced, options, socket));
+    } finally {
+      // git holds its own descriptor from here: closing ours neither ends nor resets the
+      // connection.
+      socket.destroy();
+    }
+  });
 }
 
 /**

@@ -46,18 +46,23 @@ export interface FdRunOptions {
 }
 
 /**
- * `args` with `uri` replaced by SOCKET_REMOTE, and the service the command asks the server for,
- * for a clone, fetch or push that names `uri` once; undefined otherwise (a remote named `origin`,
- * ls-remote, a local command).
+ * A clone, fetch or push that names `uri` once, as a command over a connection of the run's:
+ * `run` gets its arguments with `uri` replaced by SOCKET_REMOTE and the service it asks the
+ * server for. Undefined for any other command (a remote named `origin`, ls-remote, a local one).
  */
-export function fdArgs(
+export function fdCommand(
   uri: string,
   args: readonly string[],
-): { args: string[]; service: Service } | undefined {
+  run: (
+    command: { args: string[]; service: Service },
+    options: FdRunOptions,
+  ) => Promise<CommandResult | undefined>,
+): FdCommand | undefined {
   const service = SERVICES[args[0] ?? ''];
   const at = args.indexOf(uri);
   if (!service || at < 0 || args.indexOf(uri, at + 1) >= 0) return undefined;
-  return { args: args.map((arg, index) => (index === at ? SOCKET_REMOTE : arg)), service };
+  const command = { args: args.map((arg, index) => (index === at ? SOCKET_REMOTE : arg)), service };
+  return { uri, args: command.args, run: (options) => run(command, options) };
 }
 
 /**

@@ -7,7 +7,7 @@ import { Writable, type Duplex } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { SshInvocation } from '../transport/ssh-args.js';
 import type { SshMux } from '../transport/ssh-mux.js';
-import { fdArgs, finished, spawnOnFd, type FdCommand } from './fd-command.js';
+import { fdCommand, finished, spawnOnFd, type FdCommand } from './fd-command.js';
 import { serviceInvocation } from './ssh-refs.js';
 
 /** The SSH lock repository the run's commands reach on channels of its shared connection. */
@@ -55,42 +55,35 @@ export function sshChannelCommand(
   ssh: SshChannels,
   args: readonly string[],
 ): FdCommand | undefined {
-  const command = fdArgs(ssh.uri, args);
-  if (!command) return undefined;
-  const { args: replaced, service } = command;
-  const { invocation, env } = service === 'git-receive-pack' ? ssh.receive : ssh.upload;
-  return {
-    uri: ssh.uri,
-    args: replaced,
-    run: (options) => {
-      const child = spawnOnFd(replaced, options, 'pipe');
-      const remoteWords: Buffer[] = [];
-      const stderr = new Writable({
-        write(chunk: Buffer, _encoding, done) {
-          remoteWords.push(chunk);
-          done();
-        },
-      });
-      const connection = child.stdio[3] as Duplex | null;
-      const relayed = connection
-        ? ssh.mux.attach(invocation, env, connection, stderr)
-        : Promise.resolve(0);
-      relayed.catch(() => undefined);
-      // git gone, nothing is left to relay: the channel ends, and Node's 'close' for git no longer
-      // waits on our end of its descriptor (a connection still being made would hold it).
-      child.once('exit', () => connection?.destroy());
-      // Only a failure needs them, and a command that is over, or stopped, waits on no server.
-      const words = async (exitCode: number | null) => {
-        if (exitCode !== 0 && !options.signal.aborted)
-          await Promise.race([
-            relayed,
-            sleep(REMOTE_WORDS_MS, undefined, { ref: false, signal: options.signal }).catch(
-              () => undefined,
-            ),
-          ]);
-        return Buffer.concat(remoteWords);
-      };
-      return finished(child, words);
-    },
-  };
+  return fdCommand(ssh.uri, args, ({ args: replaced, service }, options) => {
+    const { invocation, env } = service === 'git-receive-pack' ? ssh.receive : ssh.upload;
+    const child = spawnOnFd(replaced, options, 'pipe');
+    const remoteWords: Buffer[] = [];
+    const stderr = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        remoteWords.push(chunk);
+        done();
+      },
+    });
+    const connection = child.stdio[3] as Duplex | null;
+    const relayed = connection
+      ? ssh.mux.attach(invocation, env, connection, stderr)
+      : Promise.resolve(0);
+    relayed.catch(() => undefined);
+    // git gone, nothing is left to relay: the channel ends, and Node's 'close' for git no longer
+    // waits on our end of its descriptor (a connection still being made would hold it).
+    child.once('exit', () => connection?.destroy());
+    // Only a failure needs them, and a command that is over, or stopped, waits on no server.
+    const words = async (exitCode: number | null) => {
+      if (exitCode !== 0 && !options.signal.aborted)
+        await Promise.race([
+          relayed,
+          sleep(REMOTE_WORDS_MS, undefined, { ref: false, signal: options.signal }).catch(
+            () => undefined,
+          ),
+        ]);
+      return Buffer.concat(remoteWords);
+    };
+    return finished(child, words);
+  });
 }
