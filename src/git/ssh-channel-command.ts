@@ -71,8 +71,11 @@ export function sshChannelCommand(
       : Promise.resolve(0);
     relayed.catch(() => undefined);
     // git gone, nothing is left to relay: the channel ends, and Node's 'close' for git no longer
-    // waits on our end of its descriptor (a connection still being made would hold it).
-    child.once('exit', () => connection?.destroy());
+    // waits on our end of its descriptor (a connection still being made would hold it). A git that
+    // never started has no 'exit', only an 'error'.
+    const gone = () => connection?.destroy();
+    child.once('exit', gone);
+    child.once('error', gone);
     // Only a failure needs them, and a command that is over, or stopped, waits on no server.
     const words = async (exitCode: number | null) => {
       if (exitCode !== 0 && !options.signal.aborted)
