@@ -11,7 +11,7 @@
 //                          [--workers 8] [--locks 2] [--rounds 3] [--hold-ms 200]
 //                          [--retry-delay 1s] [--no-contention] [--no-kills] [--no-variants]
 //                          [--no-ssh] [--no-http] [--keep] [--out FILE] [--assets build/resource]
-//                          [--node PATH]
+//                          [--node PATH] [--reference DIR]
 //
 // The scripts run with the machine's node, or with --node (the image's major version, say); a
 // payload gets a warm compile cache first, as the image does (node >= 22.1 reads it).
@@ -21,7 +21,9 @@
 // it waits in line; --no-kills leaves that out). Both report the longest time a lock stayed free
 // while a put that was not killed waited for one. Then twice more over git daemon
 // (--no-variants leaves them out): at retry_delay 100ms, and with twice the workers on twice the
-// locks. It runs once more over HTTP (git http-backend
+// locks. With --reference (the reference's scripts: its image's /opt/resource), each of those
+// three runs again with the reference's scripts, and the table sets them side by side. It runs
+// once more over HTTP (git http-backend
 // behind basic auth; --no-http leaves it out), counting TCP connections.
 //
 // Without --no-http the operations are also measured over HTTPS with the server a 50 ms round trip
@@ -39,7 +41,8 @@
 // The parts are in scripts/bench/: the lock repositories (repository.mjs), the servers
 // (servers.mjs, on the tests' git daemon), the scripts' runner (scripts.mjs), the operations
 // and their peak memory (operations.mjs), contention (contention.mjs, on the soak tests' checks),
-// SSH (ssh.mjs), HTTPS at a distance (https.mjs), and the table with the targets it checks (report.mjs, targets.json).
+// SSH (ssh.mjs), HTTPS at a distance (https.mjs), the contention scenarios and the reference's
+// run of them (reference.mjs), and the table with the targets it checks (report.mjs, targets.json).
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -52,8 +55,9 @@ import {
   setupSize,
   summarise,
 } from './bench/operations.mjs';
-import { ASSETS, contention, opts, reps, ROOT, sizes } from './bench/options.mjs';
+import { ASSETS, contention, opts, reps, REFERENCE, ROOT, sizes } from './bench/options.mjs';
 import { run } from './bench/process.mjs';
+import { measureReference, scenarios } from './bench/reference.mjs';
 import { printTable } from './bench/report.mjs';
 import { prepareScripts, TIME } from './bench/scripts.mjs';
 import { HTTP_LOGIN, SSHD, startDaemon, startHttp } from './bench/servers.mjs';
@@ -61,21 +65,13 @@ import { measureHttps } from './bench/https.mjs';
 import { measureSsh } from './bench/ssh.mjs';
 
 /**
- * The contention run over git daemon again at the fastest retry_delay (100ms, where every poll is
- * at the floor) and with twice the puts on twice the locks: what waiting costs the server as the
- * setting and the pool's size change.
+ * The contention run over git daemon again at the fastest retry_delay and with twice the puts on
+ * twice the locks (scenarios() past the first): what waiting costs the server as the setting and
+ * the pool's size change.
  */
 async function measureVariants(root, daemon) {
-  const { workers, locks } = contention;
-  const variants = [
-    { label: 'retry_delay 100ms', settings: { ...contention, retryDelay: '100ms' } },
-    {
-      label: `${2 * workers} puts on ${2 * locks} locks`,
-      settings: { ...contention, workers: 2 * workers, locks: 2 * locks },
-    },
-  ];
   const results = [];
-  for (const [index, { label, settings }] of variants.entries()) {
+  for (const [index, { label, settings }] of scenarios().slice(1).entries()) {
     process.stderr.write(`contention, ${label}…\n`);
     const name = `contention-variant-${index}.git`;
     results.push({ label, ...(await measureContention(root, daemon, { name, settings })) });
@@ -87,6 +83,12 @@ async function main() {
   if (!existsSync(join(ASSETS, 'out'))) {
     process.stderr.write(
       `no scripts in ${ASSETS}: run \`npm run package\` first (or pass --assets assets)\n`,
+    );
+    process.exit(1);
+  }
+  if (REFERENCE && !existsSync(join(REFERENCE, 'out'))) {
+    process.stderr.write(
+      `no scripts in ${REFERENCE}: --reference takes the folder of check, in and out\n`,
     );
     process.exit(1);
   }
@@ -127,6 +129,8 @@ async function main() {
         });
       }
       if (!opts['no-variants']) contentionResult.variants = await measureVariants(root, daemon);
+      if (REFERENCE)
+        contentionResult.reference = await measureReference(root, daemon, !opts['no-variants']);
     }
     if (!opts['no-contention'] && !opts['no-http']) {
       process.stderr.write('contention over HTTP (git http-backend, basic auth)…\n');

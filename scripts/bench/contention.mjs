@@ -19,7 +19,8 @@ import { median, percentile } from './stats.mjs';
 /**
  * `daemon`: the server (git daemon, or sshd counting logins); `extra`: more source fields;
  * `tmpRoot`: where the workers' TMPDIRs go; `settings`: workers, locks, rounds, hold and
- * retry_delay (the command line's by default).
+ * retry_delay (the command line's by default); `scripts`: another folder of scripts to run (the
+ * reference's) and the environment they need.
  */
 export async function measureContention(
   root,
@@ -30,6 +31,7 @@ export async function measureContention(
     tmpRoot = root,
     kills = false,
     settings = contention,
+    scripts = { assets: undefined, env: {} },
   } = {},
 ) {
   const { workers, locks, rounds, holdMs, retryDelay } = settings;
@@ -37,6 +39,13 @@ export async function measureContention(
   await buildRepository(repo, 100, locks);
   const url = daemon.url(name);
   const sourced = () => source(url, retryDelay, extra);
+  /** @type {(name: string, request: unknown, options: Parameters<typeof script>[2]) => ReturnType<typeof script>} */
+  const put = (name, request, options) =>
+    script(name, request, {
+      ...options,
+      assets: scripts.assets,
+      env: { ...scripts.env, ...options.env },
+    });
   const holds = [];
   const acquires = [];
   /** Acquires of puts that were not killed: [started, ended]. */
@@ -51,7 +60,7 @@ export async function measureContention(
     const src = await mkdtemp(join(tmp, 'doomed-'));
     /** @type {import('node:child_process').ChildProcess} */
     let child;
-    const run = script(
+    const run = put(
       'out',
       { source: sourced(), params: { acquire: true } },
       { args: [src], tmp, env: { BUILD_URL: buildUrl }, started: (c) => (child = c) },
@@ -98,7 +107,7 @@ export async function measureContention(
   };
   const releaseLock = async (lock, tmp) => {
     const step = await stepFolder(tmp, lock);
-    const released = await script(
+    const released = await put(
       'out',
       { source: sourced(), params: { release: 'lock' } },
       { args: [step], tmp },
@@ -122,7 +131,7 @@ export async function measureContention(
       // Killed before this worker's own put joins: the line gets a dead entry ahead of it.
       if (kills && Math.random() < 0.5) await doomed(id, round, tmp);
       const src = await mkdtemp(join(tmp, 'src-'));
-      const acquired = await script(
+      const acquired = await put(
         'out',
         { source: sourced(), params: { acquire: true } },
         { args: [src], tmp },
@@ -141,14 +150,14 @@ export async function measureContention(
       const holdFrom = acquired.ended;
       await sleep(holdMs);
       const dest = await mkdtemp(join(tmp, 'dest-'));
-      const fetched = await script(
+      const fetched = await put(
         'in',
         { source: sourced(), version: acquired.result.version },
         { args: [dest], tmp },
       );
       const step = await stepFolder(tmp, lock);
       const releasing = performance.now();
-      const released = await script(
+      const released = await put(
         'out',
         { source: sourced(), params: { release: 'lock' } },
         { args: [step], tmp },

@@ -29,9 +29,13 @@ export const { values: opts } = parseArgs({
     // The node the scripts run with (their `#!/usr/bin/env node` finds it first on PATH): the
     // machine's by default; the image's major version to measure the scripts as they run there.
     node: { type: 'string' },
+    // The reference's scripts (its image's /opt/resource), to run the contention over git daemon
+    // with them too and compare within one run.
+    reference: { type: 'string' },
   },
 });
 export const ASSETS = resolve(ROOT, opts.assets);
+export const REFERENCE = opts.reference ? resolve(opts.reference) : undefined;
 /** The folder put first on the scripts' PATH so that `env node` finds --node, if given. */
 export const NODE_DIR = opts.node ? dirname(resolve(opts.node)) : undefined;
 export const sizes = (opts.sizes ?? '100,10000,100000').split(',').map(Number);

@@ -2,6 +2,7 @@
 // The table `npm run bench` prints, and the targets (targets.json) it checks the run against.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { REFERENCE } from './options.mjs';
 import { TIME } from './scripts.mjs';
 import { HTTPS_MODES } from './https.mjs';
 import { SSH_MODES } from './ssh.mjs';
@@ -128,6 +129,7 @@ export function printTable(results, contentionResult, ssh, https) {
       `  hand-over median ${s(v.handoverMedianMs)} s, p95 ${s(v.handoverP95Ms)} s; ${v.violations} violations, ${v.lineLeft} entries left behind`,
     );
   }
+  if (contentionResult?.reference) lines.push('', ...referenceLines(contentionResult));
   const h = contentionResult?.http;
   if (h) {
     lines.push('');
@@ -237,6 +239,55 @@ function transportLines(title, result, keys, { name, unit, modes }) {
   return lines;
 }
 
+/** Each contention run over git daemon with the resource's scripts and the reference's pairs. */
+function referencePairs(c) {
+  return c.reference.map((theirs, index) => ({
+    ours: index === 0 ? c : c.variants[index - 1],
+    theirs,
+  }));
+}
+
+/** A scenario's name: puts × locks and retry_delay. */
+const scenarioName = (r) => `${r.workers} × ${r.locks}, ${r.retryDelay}`;
+
+/** The contention runs side by side with the reference's: ours / theirs, and their ratio. */
+function referenceLines(c) {
+  const both = (a, b, f, digits = 2) => `${f(a).toFixed(digits)} / ${f(b).toFixed(digits)}`;
+  const lines = [
+    `against the reference's scripts (${REFERENCE}), over git daemon in this run: resource / reference`,
+    pad('puts × locks, retry_delay', 26) +
+      pad('acquires/s', 24) +
+      pad('p95 (s)', 24) +
+      pad('connections per acquire', 28) +
+      'hand-over median, p95 (s)',
+  ];
+  for (const { ours, theirs } of referencePairs(c)) {
+    const cell = (f, digits) => `${both(ours, theirs, f, digits)} (${ratio(f(ours), f(theirs))}×)`;
+    lines.push(
+      pad(scenarioName(ours), 26) +
+        pad(
+          cell((r) => r.throughput),
+          24,
+        ) +
+        pad(
+          cell((r) => r.p95Ms / 1000),
+          24,
+        ) +
+        pad(
+          cell((r) => r.connectionsPerAcquire, 1),
+          28,
+        ) +
+        `${both(ours, theirs, (r) => r.handoverMedianMs / 1000)}, ${both(ours, theirs, (r) => r.handoverP95Ms / 1000)}`,
+    );
+  }
+  for (const { theirs } of referencePairs(c))
+    if (theirs.violations > 0)
+      lines.push(
+        `  the reference, ${scenarioName(theirs)}: ${theirs.violations} mutual-exclusion violations`,
+      );
+  return lines;
+}
+
 /** A git daemon contention run's connections per acquire, and which kinds they were. */
 function connectionsLine(c) {
   const looks =
@@ -315,6 +366,19 @@ export function targets(results, c, ssh, https) {
         v.lineLeft <= k.maxLineLeft,
       ]);
     }
+  }
+  const versus = TARGETS.reference;
+  for (const { ours, theirs } of c?.reference ? referencePairs(c) : []) {
+    const connections = ours.connectionsPerAcquire / theirs.connectionsPerAcquire;
+    list.push([
+      `at most ${versus.maxConnectionsRatio}× the reference's git connections per acquire, ${scenarioName(ours)}: ${connections.toFixed(2)}×`,
+      connections <= versus.maxConnectionsRatio,
+    ]);
+    const throughput = ours.throughput / theirs.throughput;
+    list.push([
+      `at least ${versus.minThroughputRatio}× the reference's throughput, ${scenarioName(ours)}: ${throughput.toFixed(2)}×`,
+      throughput >= versus.minThroughputRatio,
+    ]);
   }
   if (c?.http) {
     list.push([

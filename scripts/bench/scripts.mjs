@@ -13,26 +13,27 @@ import { BRANCH, POOL } from './repository.mjs';
 export const TIME = '/usr/bin/time';
 
 /**
- * Runs one script; rejects unless it exits 0. `peakFile`: run under GNU time, which writes the
- * peak memory there; `pathFirst`: a folder put first on the script's PATH; `started`: called with
- * the child process at once.
+ * Runs one script; rejects unless it exits 0. `assets`: the folder of scripts (the measured
+ * payload by default); `peakFile`: run under GNU time, which writes the peak memory there;
+ * `pathFirst`: a folder put first on the script's PATH; `started`: called with the child process
+ * at once.
  *
  * @param {string} name
  * @param {unknown} request
- * @param {{ args?: string[], tmp?: string, peakFile?: string, pathFirst?: string,
+ * @param {{ args?: string[], tmp?: string, assets?: string, peakFile?: string, pathFirst?: string,
  *   env?: Record<string, string>, started?: (child: import('node:child_process').ChildProcess) => void }} options
  */
 export async function script(
   name,
   request,
-  { args = [], tmp, peakFile, pathFirst, env = {}, started: onStart },
+  { args = [], tmp, assets = ASSETS, peakFile, pathFirst, env = {}, started: onStart },
 ) {
   const started = performance.now();
   // With peakFile, GNU time runs the script and writes there the largest resident set of the
   // script and every process it waited for (its git children, theirs): `%M`, in KiB.
   const [command, argv] = peakFile
-    ? [TIME, ['-f', '%M', '-o', peakFile, join(ASSETS, name), ...args]]
-    : [join(ASSETS, name), args];
+    ? [TIME, ['-f', '%M', '-o', peakFile, join(assets, name), ...args]]
+    : [join(assets, name), args];
   const child = spawn(command, argv, {
     stdio: ['pipe', 'pipe', 'pipe'],
     env: {
