@@ -87,6 +87,10 @@ export async function startSshd(
         'PermitRootLogin prohibit-password',
         'UsePAM no',
         'AcceptEnv GIT_PROTOCOL',
+        // The user's shell runs each command; bash run by sshd reads ~/.bashrc, which on a
+        // developer's machine may start anything (pyenv init: ~80 ms a command). A git host runs
+        // git alone: HOME points at this server's folder, with no shell startup files.
+        `SetEnv HOME=${dir}`,
         'AllowAgentForwarding yes',
         'LogLevel VERBOSE',
         ...extraConfig,
