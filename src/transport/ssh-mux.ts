@@ -3,7 +3,7 @@
 // their descriptor 3 (attach: git/ssh-channel-command.ts); anything else git runs over SSH, its
 // SSH program (bin/ssh.ts) relays through a Unix socket in the run's private folder. An
 // acquire's fetch and push, and every poll while it waits, then pay for one handshake instead of
-// one each (on 127.0.0.1 with OpenSSH's sshd, an acquire took 0.83× the time). ssh2 is loaded on
+// one each (on 127.0.0.1 with OpenSSH's sshd, an acquire took 0.53× the time). ssh2 is loaded on
 // the first command, so runs that never use SSH never load it.
 import { createServer, type Server, type Socket } from 'node:net';
 import { PassThrough, Writable, type Duplex, type Readable } from 'node:stream';
