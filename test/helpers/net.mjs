@@ -38,6 +38,17 @@ export function accepts(port) {
  */
 
 /**
+ * The servers started here and still running: killed should this process exit first (a bench
+ * that crashed, say), so that none is left serving its port.
+ *
+ * @type {Set<import('node:child_process').ChildProcess>}
+ */
+const running = new Set();
+process.on('exit', () => {
+  for (const child of running) child.kill('SIGTERM');
+});
+
+/**
  * Waits until a server just spawned with its stderr piped accepts connections on `port`.
  * Undefined when it exits first (the port was taken, say) or is not listening within 5 s; it is
  * killed then, so the caller can try another port.
@@ -52,7 +63,11 @@ export async function whenListening(child, port) {
     .setEncoding('utf8')
     .on('data', (/** @type {string} */ chunk) => (log += chunk));
   let exited = false;
-  child.on('exit', () => (exited = true));
+  running.add(child);
+  child.on('exit', () => {
+    exited = true;
+    running.delete(child);
+  });
   for (let i = 0; i < 100 && !exited; i++) {
     if (await accepts(port)) {
       return {
