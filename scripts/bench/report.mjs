@@ -253,32 +253,25 @@ const scenarioName = (r) => `${r.workers} × ${r.locks}, ${r.retryDelay}`;
 /** The contention runs side by side with the reference's: ours / theirs, and their ratio. */
 function referenceLines(c) {
   const both = (a, b, f, digits = 2) => `${f(a).toFixed(digits)} / ${f(b).toFixed(digits)}`;
+  /** @type {[string, number, (r: any) => number, number][]} title, width, figure, digits */
+  const columns = [
+    ['acquires/s', 24, (r) => r.throughput, 2],
+    ['p95 (s)', 24, (r) => r.p95Ms / 1000, 2],
+    ['connections per acquire', 28, (r) => r.connectionsPerAcquire, 1],
+  ];
   const lines = [
     `against the reference's scripts (${REFERENCE}), over git daemon in this run: resource / reference`,
     pad('puts × locks, retry_delay', 26) +
-      pad('acquires/s', 24) +
-      pad('p95 (s)', 24) +
-      pad('connections per acquire', 28) +
+      columns.map(([title, width]) => pad(title, width)).join('') +
       'hand-over median, p95 (s)',
   ];
   for (const { ours, theirs } of referencePairs(c)) {
-    const cell = (f, digits) => `${both(ours, theirs, f, digits)} (${ratio(f(ours), f(theirs))}×)`;
-    lines.push(
-      pad(scenarioName(ours), 26) +
-        pad(
-          cell((r) => r.throughput),
-          24,
-        ) +
-        pad(
-          cell((r) => r.p95Ms / 1000),
-          24,
-        ) +
-        pad(
-          cell((r) => r.connectionsPerAcquire, 1),
-          28,
-        ) +
-        `${both(ours, theirs, (r) => r.handoverMedianMs / 1000)}, ${both(ours, theirs, (r) => r.handoverP95Ms / 1000)}`,
+    const cells = columns.map(([, width, f, digits]) =>
+      pad(`${both(ours, theirs, f, digits)} (${ratio(f(ours), f(theirs))}×)`, width),
     );
+    const median = both(ours, theirs, (r) => r.handoverMedianMs / 1000);
+    const p95 = both(ours, theirs, (r) => r.handoverP95Ms / 1000);
+    lines.push(pad(scenarioName(ours), 26) + cells.join('') + `${median}, ${p95}`);
   }
   for (const { theirs } of referencePairs(c))
     if (theirs.violations > 0)
