@@ -19,7 +19,8 @@
 // The contention run is measured twice over git daemon: as it is, and with puts SIGKILLed while
 // they wait (a lost worker: before each round a worker starts a second put, which is killed once
 // it waits in line; --no-kills leaves that out). Both report the longest time a lock stayed free
-// while a put that was not killed waited for one. Then twice more over git daemon
+// while a put that was not killed waited for one; the second also that time with no put killed
+// meanwhile. Then twice more over git daemon
 // (--no-variants leaves them out): at retry_delay 100ms, and with twice the workers on twice the
 // locks. With --reference (the reference's scripts: its image's /opt/resource), each of those
 // three runs again with the reference's scripts, and the table sets them side by side. It runs

@@ -108,7 +108,7 @@ export function printTable(results, contentionResult, ssh, https) {
         `contention with puts SIGKILLed while waiting: ${k.killed.count} killed (${k.killed.leaked} after their claim landed, released by hand)`,
       );
       lines.push(
-        `  lock free           longest ${s(k.maxFreeWhileWaitingMs)} s while a put that was not killed waited`,
+        `  lock free           longest ${s(k.maxFreeWhileWaitingMs)} s while a put that was not killed waited; ${s(k.maxFreeBehindDeadMs)} s with no put killed meanwhile`,
       );
       lines.push(
         `  git connections     ${k.connectionsPerAcquire.toFixed(1)} per acquire (${k.pushesPerAcquire.toFixed(1)} of them pushes; the killed puts' own included)`,
