@@ -11,6 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { startGitDaemon } from '../../test/helpers/git-daemon.mjs';
 import { startHttpGit } from '../../test/helpers/http-git.mjs';
 import { freePort, whenListening } from '../../test/helpers/net.mjs';
+import { sshdConfig } from '../../test/helpers/sshd-config.mjs';
 import { GIT_ENV, run } from './process.mjs';
 
 /** git daemon serving the bare repositories in `base`, addressed by their name there. */
@@ -87,25 +88,12 @@ export async function startSshd(root, base) {
     const config = join(dir, `sshd_config-${port}`);
     writeFileSync(
       config,
-      [
-        `Port ${port}`,
-        'ListenAddress 127.0.0.1',
-        `HostKey ${join(dir, 'host')}`,
-        'PidFile none',
-        `AuthorizedKeysFile ${join(dir, 'authorized_keys')}`,
-        'StrictModes no',
-        'PasswordAuthentication no',
-        'KbdInteractiveAuthentication no',
-        'PermitRootLogin prohibit-password',
-        'UsePAM no',
-        'AcceptEnv GIT_PROTOCOL',
-        // The user's shell runs each command, and bash run by sshd reads ~/.bashrc, which on a
-        // developer's machine may start anything (pyenv init: ~80 ms a command, a third of an
-        // acquire). A git host runs git alone: HOME is this server's folder, without one.
-        `SetEnv HOME=${dir}`,
-        'LogLevel VERBOSE',
-        '',
-      ].join('\n'),
+      sshdConfig({
+        port,
+        hostKey: join(dir, 'host'),
+        authorizedKeysFile: join(dir, 'authorized_keys'),
+        dir,
+      }),
     );
     const child = spawn(SSHD, ['-D', '-e', '-f', config], { stdio: ['ignore', 'ignore', 'pipe'] });
     const listening = await whenListening(child, port);

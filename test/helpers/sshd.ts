@@ -7,6 +7,7 @@ import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { freePort, whenListening } from './net.js';
+import { sshdConfig } from './sshd-config.mjs';
 
 const exec = promisify(execFile);
 export const SSHD = '/usr/sbin/sshd';
@@ -74,28 +75,13 @@ export async function startSshd(
     const config = join(dir, 'sshd_config');
     await writeFile(
       config,
-      [
-        `Port ${port}`,
-        'ListenAddress 127.0.0.1',
-        `HostKey ${hostKey.path}`,
-        'PidFile none',
-        `AuthorizedKeysFile ${authorizedFile}`,
-        'StrictModes no',
-        'PubkeyAuthentication yes',
-        'PasswordAuthentication no',
-        'KbdInteractiveAuthentication no',
-        'PermitRootLogin prohibit-password',
-        'UsePAM no',
-        'AcceptEnv GIT_PROTOCOL',
-        // The user's shell runs each command; bash run by sshd reads ~/.bashrc, which on a
-        // developer's machine may start anything (pyenv init: ~80 ms a command). A git host runs
-        // git alone: HOME points at this server's folder, with no shell startup files.
-        `SetEnv HOME=${dir}`,
-        'AllowAgentForwarding yes',
-        'LogLevel VERBOSE',
-        ...extraConfig,
-        '',
-      ].join('\n'),
+      sshdConfig({
+        port,
+        hostKey: hostKey.path,
+        authorizedKeysFile: authorizedFile,
+        dir,
+        extra: ['AllowAgentForwarding yes', ...extraConfig],
+      }),
     );
     const child: ChildProcess = spawn(SSHD, ['-D', '-e', '-f', config], {
       stdio: ['ignore', 'ignore', 'pipe'],
