@@ -13,8 +13,10 @@ import {
   frontPollMs,
   goneAfterMs,
   goneAt,
+  holdsTooShort,
   lockDemand,
   pollMs,
+  releasePlausibleAt,
   showLifeAfterMs,
   sightKey,
   type WaitingEntry,
@@ -69,8 +71,13 @@ export class LineMember {
   private ahead: WaitingEntry[] | undefined;
   /** How many locks the puts that left the line ahead of this one waited for (see turnoverMs). */
   private departed = 0;
-  /** Free locks at the last sync. */
+  /** Free locks at the last sync, and the claimed ones. */
   private free = 0;
+  private claimedLocks: readonly string[] = [];
+  /** When a release became plausible at a tip (see frontPollInterval), as last worked out. */
+  private plausible: { tip: string; needed: number; at: number | undefined } | undefined;
+  /** Until when this put reads no hold history: the holds it last saw were too short to use. */
+  private historyUnusedUntil = 0;
   /** The entries ahead at a look that found a tip this put has not fetched (see waitInLine). */
   private unfetched: string | undefined;
   /** The tip at the last poll, and when this put last saw it move (see frontPollMs). */
@@ -122,9 +129,14 @@ export class LineMember {
     return true;
   }
 
-  /** Notes the free locks at the synced tip (see LineWatch.observe). */
-  async observePool(tip: string, free: readonly string[]): Promise<void> {
+  /** Notes the free and claimed locks at the synced tip (see LineWatch.observe). */
+  async observePool(
+    tip: string,
+    free: readonly string[],
+    claimed: readonly string[],
+  ): Promise<void> {
     this.free = free.length;
+    this.claimedLocks = claimed;
     const others = this.store.syncedLine().some((entry) => entry.token !== this.me.token);
     // A look may have seen this tip before the fetch did.
     const seen = this.lastTip === tip ? this.movedAt : this.clock.now();
@@ -180,7 +192,7 @@ export class LineMember {
       const front =
         busy && this.ahead !== undefined && lockDemand(this.ahead) < this.free + FRONT_SPARE;
       const wake = earliest(this.wakeAt(), wait.wakeAt);
-      let interval = this.pollInterval(front);
+      let interval = front ? await this.frontPollInterval(tip) : this.backPollInterval();
       if (wake !== undefined) interval = Math.min(interval, wake - this.clock.now());
       await wait.pause(interval);
       let remote: string | undefined;
@@ -242,10 +254,43 @@ export class LineMember {
     }
   }
 
-  /** How long to wait before the next poll: frontPollMs near the front, backPollMs elsewhere. */
-  private pollInterval(front: boolean): number {
+  /**
+   * How long a put near the front waits before its next poll at `tip`: frontPollMs once a release
+   * of a claimed lock is plausible (releasePlausibleAt), retry_delay at most before that.
+   */
+  private async frontPollInterval(tip: string): Promise<number> {
     const retryDelayMs = this.options.retryDelayMs;
-    if (front) return frontPollMs(retryDelayMs);
+    const fast = frontPollMs(retryDelayMs);
+    // How many locks must be released before this put is served.
+    const needed = lockDemand(this.ahead ?? []) - this.free + (this.me.count ?? 1);
+    if (needed <= 0) return fast;
+    if (this.plausible?.tip !== tip || this.plausible.needed !== needed) {
+      this.plausible = { tip, needed, at: await this.plausibleAt(needed) };
+    }
+    const left = (this.plausible.at ?? -Infinity) - this.clock.now();
+    return left > fast ? Math.min(pollMs(retryDelayMs), left) : fast;
+  }
+
+  /**
+   * When the `needed` releases that serve this put become plausible at the synced tip, read from
+   * the branch's recent holds; undefined for at any time. Holds too short to poll more slowly between (a busy pool of short
+   * jobs) leave the history unread for QUIET_AFTER_DELAYS retry_delays: its log is a process.
+   */
+  private async plausibleAt(needed: number): Promise<number | undefined> {
+    const now = this.clock.now();
+    if (now < this.historyUnusedUntil) return undefined;
+    const retryDelayMs = this.options.retryDelayMs;
+    const history = await this.store.holdHistory();
+    if (holdsTooShort(history, retryDelayMs)) {
+      this.historyUnusedUntil = now + QUIET_AFTER_DELAYS * pollMs(retryDelayMs);
+      return undefined;
+    }
+    return releasePlausibleAt(history, this.claimedLocks, retryDelayMs, needed);
+  }
+
+  /** How long a put further back waits before its next poll (backPollMs). */
+  private backPollInterval(): number {
+    const retryDelayMs = this.options.retryDelayMs;
     if (this.ahead === undefined) return pollMs(retryDelayMs);
     // Locks the puts ahead take before this put is near the front (see FRONT_SPARE).
     const toFront = lockDemand(this.ahead) - this.free - FRONT_SPARE + 1;

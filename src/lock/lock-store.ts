@@ -1,7 +1,14 @@
 // The lock policy's view of the git mechanism, in lock vocabulary: what LockPool and the
 // compensating release ask of the branch copy (repo/lock-repository.ts implements it).
 import type { LockMetadata } from '../base/lock-match.js';
-import type { ClaimFacts, LockState, PoolState, Change, ReclaimFacts } from './pool-state.js';
+import type {
+  ClaimFacts,
+  HoldHistory,
+  LockState,
+  PoolState,
+  Change,
+  ReclaimFacts,
+} from './pool-state.js';
 import type { WaitingEntry } from './waiting-line.js';
 
 /**
@@ -30,6 +37,11 @@ export interface LockStore {
   look(): Promise<{ tip: string | undefined; line: WaitingEntry[] }>;
   /** When the synced tip was committed (ms, to the second; its committer's clock), if known. */
   tipTime(): Promise<number | undefined>;
+  /**
+   * When the locks claimed at the synced tip were claimed, and how long recent holds lasted, as
+   * far as the commits the working copy holds tell (nothing, where it holds the tip alone).
+   */
+  holdHistory(): Promise<HoldHistory>;
   /**
    * Puts an entry in the waiting line at the synced tip, or moves it there; false when the
    * remote refuses the line's refs.

@@ -34,6 +34,17 @@ export interface ClaimFacts {
   leaseExpires?: Date;
 }
 
+/**
+ * What the newest commits of the branch a copy holds tell of the pool's holds, from their
+ * subjects and committer times (to the second).
+ */
+export interface HoldHistory {
+  /** When each lock those commits leave claimed was claimed (ms since the epoch). */
+  claimedAt: ReadonlyMap<string, number>;
+  /** How long each hold that began and ended within them lasted, claim to release (ms). */
+  holds: readonly number[];
+}
+
 /** What the commit that reclaimed a claim says: when, and why. */
 export interface ReclaimFacts {
   at: Date;

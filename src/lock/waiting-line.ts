@@ -7,6 +7,7 @@
 // Why refs outside the branch: `check` reports every commit that touches the pool, so an entry
 // committed to the branch would trigger jobs; and a ref costs the server no objects (it points at
 // a commit the branch already has).
+import type { HoldHistory } from './pool-state.js';
 
 /** One waiting put. */
 export interface WaitingEntry {
@@ -93,6 +94,43 @@ export function pollMs(retryDelayMs: number): number {
  */
 export function frontPollMs(retryDelayMs: number): number {
   return Math.max(POLL_FLOOR_MS, Math.min(retryDelayMs, Math.round(retryDelayMs / 5)));
+}
+
+/**
+ * When enough releases of the `claimed` locks to serve a put become plausible (`needed`: how many
+ * locks must be released before it is served), from what the branch's recent commits tell
+ * (HoldHistory): each lock's claim plus the shortest hold seen, less a second (commit times are
+ * kept to the second) and one front poll, so that the fast polls have begun by then; the
+ * `needed`-th earliest of those. A claimed lock whose claim lies beyond the commits read may be
+ * released at any time. Undefined when a release is plausible at any time: no hold seen yet. A put
+ * near the front polls at retry_delay until then (a release sooner than any seen is noticed as the
+ * reference would notice it), and at frontPollMs from then on: in a pool whose locks are held for
+ * minutes, the front no longer polls five times per retry_delay through every hold, and the put
+ * behind the next to be served polls fast only once a second release is plausible too.
+ */
+export function releasePlausibleAt(
+  history: HoldHistory,
+  claimed: readonly string[],
+  retryDelayMs: number,
+  needed = 1,
+): number | undefined {
+  if (history.holds.length === 0 || claimed.length === 0) return undefined;
+  const shortest = Math.min(...history.holds);
+  const margin = 1_000 + frontPollMs(retryDelayMs);
+  const times = claimed
+    .map((name) => (history.claimedAt.get(name) ?? -Infinity) + shortest - margin)
+    .sort((a, b) => a - b);
+  const at = times[Math.min(Math.max(needed, 1), times.length) - 1]!;
+  return Number.isFinite(at) ? at : undefined;
+}
+
+/**
+ * Whether the holds seen are too short to poll more slowly between a claim and its plausible
+ * release (see releasePlausibleAt): a put that sees them stops reading the history for a while.
+ */
+export function holdsTooShort(history: HoldHistory, retryDelayMs: number): boolean {
+  if (history.holds.length === 0) return false;
+  return Math.min(...history.holds) - 1_000 - frontPollMs(retryDelayMs) < pollMs(retryDelayMs);
 }
 
 /**

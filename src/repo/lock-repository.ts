@@ -14,11 +14,13 @@ import {
   lockPath,
   type Change,
   type ClaimFacts,
+  type HoldHistory,
   type LockState,
   type PoolState,
   type ReclaimFacts,
 } from '../lock/pool-state.js';
 import { ClaimReader } from './claim-reader.js';
+import { holdHistoryArgs, parseHoldHistory } from './hold-history.js';
 import { missingPoolError } from './missing-pool.js';
 import type { LockMetadata } from '../base/lock-match.js';
 import { LockFiles } from './lock-files.js';
@@ -202,6 +204,15 @@ export class LockRepository {
     const out = await this.run(['show', '--no-patch', '--format=%ct', this.synced()]);
     const seconds = Number(out.trim());
     return Number.isSafeInteger(seconds) && seconds > 0 ? seconds * 1000 : undefined;
+  }
+
+  /**
+   * The holds the commits of the working copy show (hold-history.ts); none where it keeps only
+   * the tip (keptCopy), which a log would not reach past.
+   */
+  async holdHistory(): Promise<HoldHistory> {
+    if (!this.keptCopy) return { claimedAt: new Map(), holds: [] };
+    return parseHoldHistory(await this.run(holdHistoryArgs(this.synced())));
   }
 
   /** The waiting line as the last sync fetched it (empty without the `line` option). */

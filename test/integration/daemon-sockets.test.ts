@@ -13,7 +13,7 @@ import { holderLookup } from '../../src/repo/holder-lookup.js';
 import { LockRepository } from '../../src/repo/lock-repository.js';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
 import { gitShim, type GitShim } from '../helpers/git-shim.js';
-import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
+import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { runCommand } from '../helpers/run-command.js';
 import { startScript } from '../helpers/run-script.js';
 import { renamed, source } from '../helpers/source.js';
@@ -196,6 +196,28 @@ describe('git over the run’s own connections to git daemon', () => {
       const { stderr } = failure as GitCommandError;
       expect(stderr).toContain(`failed to push some refs to '${url}'`);
       expect(stderr).not.toContain('fd::');
+    });
+  });
+
+  it("reads how long the pool's locks are held from the commits of the put's own copy", async () => {
+    await otherClone(repo).add('lock-b');
+    await otherClone(repo).claim('lock-a');
+    await otherClone(repo).release('lock-a');
+    await otherClone(repo).claim('lock-b');
+    await otherClone(repo).claim('lock-a');
+    const lastClaim = Number(await git(repo.bare, 'log', '-1', '--format=%ct', repo.branch));
+    await withRunGit(async ({ git: runGit, settings, home }) => {
+      const workdir = join(home, 'repository');
+      // A put in line: its first fetch brings the newest commits, not the tip alone.
+      const store = new LockRepository(runGit, { ...settings, workdir, line: true });
+      await store.sync();
+      await daemon.stop();
+      // Read from the copy alone: one hold that began and ended (lock-a's first), and when the
+      // locks claimed now were claimed.
+      const history = await store.holdHistory();
+      expect(history.holds).toHaveLength(1);
+      expect([...history.claimedAt.keys()].sort()).toEqual(['lock-a', 'lock-b']);
+      expect(history.claimedAt.get('lock-a')).toBe(lastClaim * 1_000);
     });
   });
 

@@ -19,6 +19,7 @@ import type { ResolvedOperation } from '../../src/lock/lock-operation.js';
 import type {
   Change,
   ClaimFacts,
+  HoldHistory,
   LockState,
   PoolState,
   ReclaimFacts,
@@ -156,6 +157,14 @@ class FakeStore implements LockStore {
   async look(): Promise<{ tip: string | undefined; line: WaitingEntry[] }> {
     this.log.push('look');
     return { tip: this.remoteCommit, line: [...this.line] };
+  }
+
+  /** What holdHistory answers: no hold seen, unless a test says otherwise. */
+  holdsSeen: HoldHistory = { claimedAt: new Map(), holds: [] };
+
+  async holdHistory(): Promise<HoldHistory> {
+    this.log.push('holdHistory');
+    return this.holdsSeen;
   }
 
   /** When each commit was made, for tipTime (unknown for any other). */
@@ -907,10 +916,13 @@ describe('LockPool in the waiting line', () => {
       FRONT_POLL_MS,
       FRONT_POLL_MS,
     ]);
+    // At the front from its first look on: the holds seen tell it when to poll fast (none here).
     expect(store.log).toEqual([
       'sync',
       'join',
-      ...Array<string>(5).fill('look'),
+      'look',
+      'holdHistory',
+      ...Array<string>(4).fill('look'),
       'syncTo',
       'apply move lock-a',
       'commit c2',
@@ -938,6 +950,111 @@ describe('LockPool in the waiting line', () => {
       at += ms;
     }
     expect(clock.sleeps.at(-1)).toBe(RETRY_DELAY_MS);
+  });
+
+  it('at the front, polls at retry_delay until a release is plausible after the holds seen, then fast', async () => {
+    const store = new FakeStore(['lock-a'], []);
+    const { pool, clock } = setup(store, { lineToken: 'me' });
+    // lock-a was claimed as this put started; the holds the history shows lasted 30 s and more.
+    store.holdsSeen = {
+      claimedAt: new Map([['lock-a', 1_000_000]]),
+      holds: [45_000, 30_000, 60_000],
+    };
+    clock.onSleep = () => {
+      if (clock.time >= 1_000_000 + 31_000 && store.remote.claimed.has('lock-a'))
+        store.otherMoves('lock-a', 'unclaimed');
+    };
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+    // Plausible from the claim plus the shortest hold, less a second and a front poll.
+    const plausible = 30_000 - 1_000 - FRONT_POLL_MS;
+    let at = 0;
+    for (const ms of clock.sleeps) {
+      if (at >= plausible) expect(ms, `the poll after ${at} ms`).toBe(FRONT_POLL_MS);
+      else expect(ms, `the poll after ${at} ms`).toBeLessThanOrEqual(RETRY_DELAY_MS);
+      at += ms;
+    }
+    expect(clock.sleeps.filter((ms) => ms === FRONT_POLL_MS).length).toBeLessThanOrEqual(
+      (31_000 - plausible) / FRONT_POLL_MS + 1,
+    );
+    // Two polls a retry_delay before, five after: fewer than half of polling fast throughout.
+    expect(clock.sleeps.length).toBeLessThan(31_000 / FRONT_POLL_MS / 2);
+    // Read once for the tip it waited at.
+    expect(store.count('holdHistory')).toBe(1);
+  });
+
+  it('second in line, polls fast only once a second release is plausible too', async () => {
+    const store = new FakeStore(['lock-a', 'lock-b'], []);
+    store.line = [waiting('older')];
+    const { pool, clock } = setup(store, { lineToken: 'me' });
+    const claimedAt = new Map([
+      ['lock-a', 1_000_000],
+      ['lock-b', 1_000_000 + 20_000],
+    ]);
+    store.holdsSeen = { claimedAt, holds: [30_000] };
+    clock.onSleep = () => {
+      // The older put takes lock-a when it is released, 31 s in; lock-b comes free 52 s in.
+      if (clock.time >= 1_000_000 + 31_000 && store.line.some((e) => e.token === 'older')) {
+        store.otherMoves('lock-a', 'unclaimed');
+        store.otherMoves('lock-a', 'claimed');
+        store.line = store.line.filter((entry) => entry.token !== 'older');
+        claimedAt.set('lock-a', clock.time);
+      }
+      if (clock.time >= 1_000_000 + 52_000 && store.remote.claimed.has('lock-b'))
+        store.otherMoves('lock-b', 'unclaimed');
+    };
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-b');
+    // lock-a's release is plausible 28.8 s in, but it serves the put ahead: this one polls fast
+    // only from lock-b's, 48.8 s in.
+    const fastFrom = 20_000 + 30_000 - 1_000 - FRONT_POLL_MS;
+    let at = 0;
+    for (const ms of clock.sleeps) {
+      if (ms === FRONT_POLL_MS) expect(at + ms, 'a fast poll').toBeGreaterThanOrEqual(fastFrom);
+      at += ms;
+    }
+    expect(clock.sleeps.at(-1)).toBe(FRONT_POLL_MS);
+  });
+
+  it('at the front, polls fast where no hold is seen, or a claim lies beyond the history read', async () => {
+    for (const holds of [
+      { claimedAt: new Map([['lock-a', 1_000_000]]), holds: [] },
+      { claimedAt: new Map([['lock-b', 1_000_000]]), holds: [30_000] },
+    ]) {
+      const store = new FakeStore(['lock-a'], []);
+      store.holdsSeen = holds;
+      const { pool, clock } = setup(store, { lineToken: 'me' });
+      clock.onSleep = (index) => {
+        if (index === 4) store.otherMoves('lock-a', 'unclaimed');
+      };
+      expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+      expect(clock.sleeps).toEqual([RETRY_DELAY_MS / 2, ...Array(4).fill(FRONT_POLL_MS)]);
+    }
+  });
+
+  it('reads no hold history again for ten retry_delays after holds too short to poll slower between', async () => {
+    const store = new FakeStore(['lock-a'], []);
+    store.holdsSeen = { claimedAt: new Map([['lock-a', 1_000_000]]), holds: [1_000] };
+    const { pool, clock } = setup(store, { lineToken: 'me' });
+    // Another put releases lock-b and claims it again between two polls, every second: the tip
+    // moves, and lock-b is never free when this put looks.
+    store.remote.unclaimed.add('lock-b');
+    store.otherMoves('lock-b', 'claimed');
+    let next = clock.time + 1_000;
+    clock.onSleep = () => {
+      if (clock.time >= 1_000_000 + 30_000) {
+        if (store.remote.claimed.has('lock-a')) store.otherMoves('lock-a', 'unclaimed');
+        return;
+      }
+      if (clock.time < next) return;
+      next += 1_000;
+      store.otherMoves('lock-b', 'unclaimed');
+      store.otherMoves('lock-b', 'claimed');
+    };
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+    // Every poll fast, as without history, and the history read once per ten retry_delays.
+    expect(new Set(clock.sleeps.slice(1))).toEqual(new Set([FRONT_POLL_MS]));
+    const reads = store.count('holdHistory');
+    expect(reads).toBeGreaterThanOrEqual(1);
+    expect(reads).toBeLessThanOrEqual(Math.ceil(30_000 / (10 * RETRY_DELAY_MS)) + 1);
   });
 
   it('takes the free lock at once when nobody waits, the reference way, with no join', async () => {
