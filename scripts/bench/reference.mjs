@@ -7,16 +7,23 @@ import { GIT_ENV } from './process.mjs';
 
 /**
  * The contention scenarios over git daemon: the command line's, then at the fastest retry_delay
- * (100ms, where every poll is at the floor) and with twice the puts on twice the locks.
+ * (100ms, where every poll is at the floor), with twice the puts on twice the locks, and with
+ * locks held 5 s (half as many puts again, two rounds each): a pool whose jobs hold a lock for
+ * long, where waiting is most of what the server sees.
  */
 export function scenarios() {
   const { workers, locks } = contention;
+  const many = Math.round(1.5 * workers);
   return [
     { label: undefined, settings: contention },
     { label: 'retry_delay 100ms', settings: { ...contention, retryDelay: '100ms' } },
     {
       label: `${2 * workers} puts on ${2 * locks} locks`,
       settings: { ...contention, workers: 2 * workers, locks: 2 * locks },
+    },
+    {
+      label: `${many} puts on ${locks} locks, each held 5s`,
+      settings: { ...contention, workers: many, holdMs: 5_000, rounds: 2 },
     },
   ];
 }
