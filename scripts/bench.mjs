@@ -20,10 +20,11 @@
 // they wait (a lost worker: before each round a worker starts a second put, which is killed once
 // it waits in line; --no-kills leaves that out). Both report the longest time a lock stayed free
 // while a put that was not killed waited for one; the second also that time with no put killed
-// meanwhile. Then twice more over git daemon
-// (--no-variants leaves them out): at retry_delay 100ms, and with twice the workers on twice the
-// locks. With --reference (the reference's scripts: its image's /opt/resource), each of those
-// three runs again with the reference's scripts, and the table sets them side by side. It runs
+// meanwhile. Then three times more over git daemon
+// (--no-variants leaves them out): at retry_delay 100ms, with twice the workers on twice the
+// locks, and with half as many workers again holding each lock 5 s. With --reference (the
+// reference's scripts: its image's /opt/resource), each of those four runs again with the
+// reference's scripts, and the table sets them side by side. It runs
 // once more over HTTP (git http-backend
 // behind basic auth; --no-http leaves it out), counting TCP connections.
 //
