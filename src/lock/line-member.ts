@@ -273,8 +273,9 @@ export class LineMember {
 
   /**
    * When the `needed` releases that serve this put become plausible at the synced tip, read from
-   * the branch's recent holds; undefined for at any time. Holds too short to poll more slowly between (a busy pool of short
-   * jobs) leave the history unread for QUIET_AFTER_DELAYS retry_delays: its log is a process.
+   * the branch's recent holds; undefined for at any time. Holds too short to poll more slowly
+   * between (a busy pool of short jobs) leave the history unread for QUIET_AFTER_DELAYS
+   * retry_delays: its log is a process.
    */
   private async plausibleAt(needed: number): Promise<number | undefined> {
     const now = this.clock.now();
