@@ -6,8 +6,12 @@ import type { HoldHistory } from '../lock/pool-state.js';
 /** The newest commits read: several holds of each lock of a busy pool, in one short log. */
 export const HOLD_HISTORY_COMMITS = 64;
 
-/** `git log` of the newest commits up to `tip`, oldest first: `<committer time> <subject>`. */
-export function holdHistoryArgs(tip: string): string[] {
+/**
+ * `git log` of the newest commits up to `tip` that touch `pool`, oldest first: `<committer time>
+ * <subject>`. Subjects name the lock, not its pool: another pool on the branch may have a lock of
+ * the same name, and locks held for other lengths.
+ */
+export function holdHistoryArgs(tip: string, pool: string): string[] {
   return [
     'log',
     '-z',
@@ -17,6 +21,7 @@ export function holdHistoryArgs(tip: string): string[] {
     '--format=%ct %s',
     tip,
     '--',
+    `${pool}/`,
   ];
 }
 

@@ -212,7 +212,7 @@ export class LockRepository {
    */
   async holdHistory(): Promise<HoldHistory> {
     if (!this.keptCopy) return { claimedAt: new Map(), holds: [] };
-    return parseHoldHistory(await this.run(holdHistoryArgs(this.synced())));
+    return parseHoldHistory(await this.run(holdHistoryArgs(this.synced(), this.options.pool)));
   }
 
   /** The waiting line as the last sync fetched it (empty without the `line` option). */

@@ -1,6 +1,7 @@
 // git's fetches and pushes to a git:// lock repository go over connections the run opens itself,
 // with Nagle's algorithm off, handed to git as its descriptor 3 (src/git/daemon-command.ts). A `git`
 // first on PATH notes the arguments of each command the resource runs.
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { GitCommandError } from '../../src/base/errors.js';
@@ -206,6 +207,19 @@ describe('git over the run’s own connections to git daemon', () => {
     await otherClone(repo).claim('lock-b');
     await otherClone(repo).claim('lock-a');
     const lastClaim = Number(await git(repo.bare, 'log', '-1', '--format=%ct', repo.branch));
+    // Another pool on the branch, with a lock of its own claimed and a hold of its own: not read.
+    await repo.commit('another pool', async (work) => {
+      for (const state of ['claimed', 'unclaimed']) {
+        await mkdir(join(work, 'other', state), { recursive: true });
+        await writeFile(join(work, 'other', state, '.gitkeep'), '');
+      }
+    });
+    const other = otherClone(repo, 'other');
+    for (const name of ['lock-x', 'lock-y']) {
+      await other.add(name);
+      await other.claim(name);
+    }
+    await other.release('lock-y');
     await withRunGit(async ({ git: runGit, settings, home }) => {
       const workdir = join(home, 'repository');
       // A put in line: its first fetch brings the newest commits, not the tip alone.
