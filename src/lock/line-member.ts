@@ -5,18 +5,16 @@ import { describeError, formatMs } from '../base/errors.js';
 import { LEAVE_AFTER_STOP_MS } from '../base/stop-budget.js';
 import type { Clock } from './retry.js';
 import { LineWatch } from './line-watch.js';
+import { ReleaseForecast } from './release-forecast.js';
 import type { LockStore } from './lock-store.js';
 import {
   FRONT_SPARE,
   backPollMs,
   entriesAhead,
-  frontPollMs,
   goneAfterMs,
   goneAt,
-  holdsTooShort,
   lockDemand,
   pollMs,
-  releasePlausibleAt,
   showLifeAfterMs,
   sightKey,
   type WaitingEntry,
@@ -74,10 +72,8 @@ export class LineMember {
   /** Free locks at the last sync, and the claimed ones. */
   private free = 0;
   private claimedLocks: readonly string[] = [];
-  /** When a release became plausible at a tip (see frontPollInterval), as last worked out. */
-  private plausible: { tip: string; needed: number; at: number | undefined } | undefined;
-  /** Until when this put reads no hold history: the holds it last saw were too short to use. */
-  private historyUnusedUntil = 0;
+  /** When the releases that serve this put become plausible (see frontPollInterval). */
+  private readonly forecast: ReleaseForecast;
   /** The entries ahead at a look that found a tip this put has not fetched (see waitInLine). */
   private unfetched: string | undefined;
   /** The tip at the last poll, and when this put last saw it move (see frontPollMs). */
@@ -95,6 +91,8 @@ export class LineMember {
     this.me = { since: started, retryDelayMs, token, ...(count && count > 1 ? { count } : {}) };
     this.movedAt = started;
     this.watch = new LineWatch(clock, retryDelayMs);
+    const rest = QUIET_AFTER_DELAYS * pollMs(retryDelayMs);
+    this.forecast = new ReleaseForecast(store, clock, retryDelayMs, rest);
   }
 
   /** Whether the line serves this run: false once the remote refused its refs. */
@@ -254,39 +252,11 @@ export class LineMember {
     }
   }
 
-  /**
-   * How long a put near the front waits before its next poll at `tip`: frontPollMs once a release
-   * of a claimed lock is plausible (releasePlausibleAt), retry_delay at most before that.
-   */
-  private async frontPollInterval(tip: string): Promise<number> {
-    const retryDelayMs = this.options.retryDelayMs;
-    const fast = frontPollMs(retryDelayMs);
+  /** How long a put near the front waits before its next poll at `tip` (ReleaseForecast). */
+  private frontPollInterval(tip: string): Promise<number> {
     // How many locks must be released before this put is served.
     const needed = lockDemand(this.ahead ?? []) - this.free + (this.me.count ?? 1);
-    if (needed <= 0) return fast;
-    if (this.plausible?.tip !== tip || this.plausible.needed !== needed) {
-      this.plausible = { tip, needed, at: await this.plausibleAt(needed) };
-    }
-    const left = (this.plausible.at ?? -Infinity) - this.clock.now();
-    return left > fast ? Math.min(pollMs(retryDelayMs), left) : fast;
-  }
-
-  /**
-   * When the `needed` releases that serve this put become plausible at the synced tip, read from
-   * the branch's recent holds; undefined for at any time. Holds too short to poll more slowly
-   * between (a busy pool of short jobs) leave the history unread for QUIET_AFTER_DELAYS
-   * retry_delays: its log is a process.
-   */
-  private async plausibleAt(needed: number): Promise<number | undefined> {
-    const now = this.clock.now();
-    if (now < this.historyUnusedUntil) return undefined;
-    const retryDelayMs = this.options.retryDelayMs;
-    const history = await this.store.holdHistory();
-    if (holdsTooShort(history, retryDelayMs)) {
-      this.historyUnusedUntil = now + QUIET_AFTER_DELAYS * pollMs(retryDelayMs);
-      return undefined;
-    }
-    return releasePlausibleAt(history, this.claimedLocks, retryDelayMs, needed);
+    return this.forecast.pollInterval(tip, needed, this.claimedLocks);
   }
 
   /** How long a put further back waits before its next poll (backPollMs). */
