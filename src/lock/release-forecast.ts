@@ -2,12 +2,13 @@
 // holds the branch's recent commits show (LockStore.holdHistory; waiting-line.ts says how): read
 // once a tip, and not again for a while after holds too short to poll more slowly between.
 import type { LockStore } from './lock-store.js';
+import type { HoldHistory } from './pool-state.js';
 import type { Clock } from './retry.js';
 import { frontPollMs, holdsTooShort, pollMs, releasePlausibleAt } from './waiting-line.js';
 
 export class ReleaseForecast {
-  /** The last answer, for the tip and the releases it was worked out for. */
-  private last: { tip: string; needed: number; at: number | undefined } | undefined;
+  /** The holds read at the last tip (undefined: none to go by), for that tip. */
+  private read: { tip: string; history: HoldHistory | undefined } | undefined;
   /** Until when the history goes unread: the holds last seen were too short to use. */
   private unreadUntil = 0;
 
@@ -21,39 +22,31 @@ export class ReleaseForecast {
 
   /**
    * How long a put near the front waits before its next poll at the synced `tip`, `needed` locks
-   * of the `claimed` from being served: frontPollMs once the releases that serve it are plausible,
-   * retry_delay at most before that.
+   * of the `claimed` from being served: frontPollMs once the releases that serve it are plausible
+   * (releasePlausibleAt), retry_delay at most before that.
    */
   async pollInterval(tip: string, needed: number, claimed: readonly string[]): Promise<number> {
     const fast = frontPollMs(this.retryDelayMs);
     if (needed <= 0) return fast;
-    const left = ((await this.plausibleAt(tip, needed, claimed)) ?? -Infinity) - this.clock.now();
+    const history = await this.historyAt(tip);
+    const plausible = history && releasePlausibleAt(history, claimed, this.retryDelayMs, needed);
+    const left = (plausible ?? -Infinity) - this.clock.now();
     return left > fast ? Math.min(pollMs(this.retryDelayMs), left) : fast;
   }
 
-  /**
-   * When the `needed` releases of the `claimed` locks that serve the put become plausible at the
-   * synced `tip` (releasePlausibleAt); undefined for at any time.
-   */
-  private async plausibleAt(
-    tip: string,
-    needed: number,
-    claimed: readonly string[],
-  ): Promise<number | undefined> {
-    if (this.last?.tip !== tip || this.last.needed !== needed) {
-      this.last = { tip, needed, at: await this.read(needed, claimed) };
-    }
-    return this.last.at;
-  }
-
-  private async read(needed: number, claimed: readonly string[]): Promise<number | undefined> {
+  /** The holds seen at `tip`, read once a tip; undefined while the history rests unread. */
+  private async historyAt(tip: string): Promise<HoldHistory | undefined> {
+    if (this.read?.tip === tip) return this.read.history;
     const now = this.clock.now();
-    if (now < this.unreadUntil) return undefined;
-    const history = await this.store.holdHistory();
-    if (holdsTooShort(history, this.retryDelayMs)) {
-      this.unreadUntil = now + this.restMs;
-      return undefined;
+    let history: HoldHistory | undefined;
+    if (now >= this.unreadUntil) {
+      history = await this.store.holdHistory();
+      if (holdsTooShort(history, this.retryDelayMs)) {
+        this.unreadUntil = now + this.restMs;
+        history = undefined;
+      }
     }
-    return releasePlausibleAt(history, claimed, this.retryDelayMs, needed);
+    this.read = { tip, history };
+    return history;
   }
 }
