@@ -99,14 +99,22 @@ export function frontPollMs(retryDelayMs: number): number {
 /**
  * When enough releases of the `claimed` locks to serve a put become plausible (`needed`: how many
  * locks must be released before it is served), from what the branch's recent commits tell
- * (HoldHistory): each lock's claim plus the shortest hold seen, less a second (commit times are
- * kept to the second) and one front poll, so that the fast polls have begun by then; the
- * `needed`-th earliest of those. A claimed lock whose claim lies beyond the commits read may be
- * released at any time. Undefined when a release is plausible at any time: no hold seen yet. A put
- * near the front polls at retry_delay until then (a release sooner than any seen is noticed as the
- * reference would notice it), and at frontPollMs from then on: in a pool whose locks are held for
- * minutes, the front no longer polls five times per retry_delay through every hold, and the put
- * behind the next to be served polls fast only once a second release is plausible too.
+ * (HoldHistory): each lock's claim plus the shortest hold seen, less one front poll, so that the
+ * fast polls have begun by then; the `needed`-th earliest of those. A claimed lock whose claim lies
+ * beyond the commits read may be released at any time. Undefined when a release is plausible at
+ * any time: no hold seen yet. A put near the front polls at retry_delay until then (a release
+ * sooner than any seen is noticed as the reference would notice it), and at frontPollMs from then
+ * on: in a pool whose locks are held for minutes, the front no longer polls five times per
+ * retry_delay through every hold, and the put behind the next to be served polls fast only once a
+ * second release is plausible too.
+ *
+ * Commit times are kept to the second, and need no second's margin: a hold read as ⌊release⌋ −
+ * ⌊claim⌋ is its length plus its claim's fraction of a second less its release's, while the
+ * current claim adds its own fraction to its ⌊claim⌋. A release comes before ⌊claim⌋ plus the
+ * shortest hold seen only where its hold is shorter than any seen, or its claim came earlier in
+ * its second than the shortest one's less that one's release: rarely, as the shortest of several
+ * is one with a small such difference (under one hold in a hundred where holds vary by a second:
+ * scripts/hold-margin-model.mjs).
  */
 export function releasePlausibleAt(
   history: HoldHistory,
@@ -116,7 +124,7 @@ export function releasePlausibleAt(
 ): number | undefined {
   if (history.holds.length === 0 || claimed.length === 0) return undefined;
   const shortest = Math.min(...history.holds);
-  const margin = 1_000 + frontPollMs(retryDelayMs);
+  const margin = frontPollMs(retryDelayMs);
   const times = claimed
     .map((name) => (history.claimedAt.get(name) ?? -Infinity) + shortest - margin)
     .sort((a, b) => a - b);
@@ -130,7 +138,7 @@ export function releasePlausibleAt(
  */
 export function holdsTooShort(history: HoldHistory, retryDelayMs: number): boolean {
   if (history.holds.length === 0) return false;
-  return Math.min(...history.holds) - 1_000 - frontPollMs(retryDelayMs) < pollMs(retryDelayMs);
+  return Math.min(...history.holds) - frontPollMs(retryDelayMs) < pollMs(retryDelayMs);
 }
 
 /**
