@@ -8,6 +8,7 @@ import { LineWatch } from './line-watch.js';
 import { ReleaseForecast } from './release-forecast.js';
 import type { LockStore } from './lock-store.js';
 import {
+  FAR_BACK_LOCKS,
   FRONT_SPARE,
   backPollMs,
   entriesAhead,
@@ -189,13 +190,15 @@ export class LineMember {
       const busy = this.clock.now() - this.movedAt < QUIET_AFTER_DELAYS * pollMs(retryDelayMs);
       const front =
         busy && this.ahead !== undefined && lockDemand(this.ahead) < this.free + FRONT_SPARE;
+      // Far back where a look costs what a fetch does, each poll is a fetch (farPollMs).
+      const far = !front && !this.store.looksAreCheap && this.toFront() >= FAR_BACK_LOCKS;
       const wake = earliest(this.wakeAt(), wait.wakeAt);
-      let interval = front ? await this.frontPollInterval(tip) : this.backPollInterval();
+      let interval = front ? await this.frontPollInterval(tip) : this.backPollInterval(far);
       if (wake !== undefined) interval = Math.min(interval, wake - this.clock.now());
       await wait.pause(interval);
       let remote: string | undefined;
       let seen: WaitingEntry[];
-      if (front && !this.store.looksAreCheap) {
+      if ((front || far) && !this.store.looksAreCheap) {
         remote = await this.store.sync();
         seen = this.store.syncedLine();
         presynced = remote;
@@ -235,7 +238,7 @@ export class LineMember {
       if (wake !== undefined && now >= wake) return presynced;
       if (remote !== tip) {
         // A branch gone (undefined) is the next sync's to report.
-        if (front || remote === undefined) return presynced;
+        if (front || far || remote === undefined) return presynced;
         // The next attempt starts from the tip this look saw.
         const fetchSeen = () => this.store.syncTo({ tip: remote, line: seen });
         if (this.servedAfter(lockDemand(ahead) - 1)) return fetchSeen();
@@ -259,13 +262,17 @@ export class LineMember {
     return this.forecast.pollInterval(tip, needed, this.claimedLocks);
   }
 
-  /** How long a put further back waits before its next poll (backPollMs). */
-  private backPollInterval(): number {
+  /** How long a put further back waits before its next poll (backPollMs; `far`: a fetch). */
+  private backPollInterval(far: boolean): number {
     const retryDelayMs = this.options.retryDelayMs;
     if (this.ahead === undefined) return pollMs(retryDelayMs);
-    // Locks the puts ahead take before this put is near the front (see FRONT_SPARE).
-    const toFront = lockDemand(this.ahead) - this.free - FRONT_SPARE + 1;
-    return backPollMs(retryDelayMs, toFront, this.turnoverMs());
+    return backPollMs(retryDelayMs, this.toFront(), this.turnoverMs(), far);
+  }
+
+  /** Locks the puts ahead take before this put is near the front (see FRONT_SPARE). */
+  private toFront(): number {
+    if (this.ahead === undefined) return 0;
+    return lockDemand(this.ahead) - this.free - FRONT_SPARE + 1;
   }
 
   /**

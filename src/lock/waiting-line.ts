@@ -156,18 +156,35 @@ export function slowestPollMs(retryDelayMs: number): number {
  * How long a put further back in line waits between polls: about half the time the line ahead of
  * it takes to move up the `toFront` locks that leave it near the front, at `turnoverMs` a lock (as
  * the put has seen the line move; unknown before its first look), never faster than pollMs and
- * never slower than slowestPollMs.
+ * never slower than slowestPollMs, or farPollMs for a put whose polls are fetches (`fetches`).
  */
 export function backPollMs(
   retryDelayMs: number,
   toFront: number,
   turnoverMs: number | undefined,
+  fetches = false,
 ): number {
   if (turnoverMs === undefined) return pollMs(retryDelayMs);
-  return Math.max(
-    pollMs(retryDelayMs),
-    Math.min((toFront * turnoverMs) / 2, slowestPollMs(retryDelayMs)),
-  );
+  const slowest = fetches ? farPollMs(retryDelayMs) : slowestPollMs(retryDelayMs);
+  return Math.max(pollMs(retryDelayMs), Math.min((toFront * turnoverMs) / 2, slowest));
+}
+
+/**
+ * How many locks the puts ahead take before a put is far back: where a look costs a connection
+ * as a fetch does (`git://`, LockStore.looksAreCheap), it then polls by fetching, at farPollMs.
+ */
+export const FAR_BACK_LOCKS = 3;
+
+/**
+ * The slowest a put far back polls where each poll is a fetch: its own grace (goneAfterMs) less a
+ * second, almost twice slowestPollMs. A look tells it only that the tip moved, and a put the line
+ * stalls on (the puts ahead of it gone) needs two of them to see the stall: one that sees the tip
+ * move, and one a poll later that sees nobody ahead has left since, before it fetches. A fetch
+ * shows it the free lock at once: one poll at this interval sees the stall sooner than two looks
+ * at slowestPollMs, and leaves the second for the push that shows it is alive.
+ */
+export function farPollMs(retryDelayMs: number): number {
+  return Math.max(pollMs(retryDelayMs), 2 * Math.min(retryDelayMs, CREDIBLE_CEILING_MS) + 1_000);
 }
 
 /**

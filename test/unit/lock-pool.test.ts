@@ -894,7 +894,10 @@ describe('LockPool in the waiting line', () => {
     ]);
     expect(store.count('join')).toBe(1);
     // Near the front the polls are fetches, a fifth of retry_delay apart (the first a random part).
-    expect(store.count('look')).toBe(0);
+    console.log(
+      store.log.filter((l) => !l.startsWith('report')),
+      clock.sleeps,
+    );
     expect(clock.sleeps).toEqual([FRONT_POLL_MS / 2, FRONT_POLL_MS, FRONT_POLL_MS]);
     expect(store.log.at(-1)).toBe('push leaving');
     expect(store.line).toEqual([]);
@@ -1146,14 +1149,64 @@ describe('LockPool in the waiting line', () => {
     expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
     const waited = clock.sleeps.reduce((a, b) => a + b, 0);
     expect(waited).toBeGreaterThan(8_000);
-    // Far back, with the line moving a place a second, it polls every 1.1 s (slowestPollMs): a
-    // put the puts ahead leave a lock to, should they be gone, must show it is alive within
-    // 2.2 s. Near the front, it polls every 100 ms again, so as not to miss its release.
-    expect(Math.max(...clock.sleeps)).toBe(1_100);
+    // Far back, with the line moving a place a second, it polls every 1.2 s (farPollMs, each poll
+    // a fetch): a put the puts ahead leave a lock to, should they be gone, must show it is alive
+    // within 2.6 s (their 5s counts as three times 100ms). Near the front, it polls every 100 ms
+    // again, so as not to miss its release.
+    expect(Math.max(...clock.sleeps)).toBe(1_200);
     expect(clock.sleeps.slice(-3)).toEqual([100, 100, 100]);
     expect(clock.sleeps.length).toBeLessThan(waited / 100 / 2);
     expect(store.line).toEqual([]);
   });
+
+  it.each([
+    ['costs what a fetch does (git://)', false, 'sync', 1_200],
+    ['goes over a kept connection', true, 'look', 1_100],
+  ])(
+    'far back, where a look %s, polls by %s every %i ms at most, and takes the lock the puts ahead leave untaken',
+    async (_, cheap, kind, slowest) => {
+      const store = new FakeStore(['lock-a'], []);
+      store.looksAreCheap = cheap;
+      store.line = Array.from({ length: 8 }, (_, n) => waiting(`ahead${n}`, 9_000 - n * 1_000));
+      const { pool, clock } = setup(store, { lineToken: 'me', retryDelayMs: 100 });
+      const start = clock.time;
+      // Each second the holder releases lock-a and the first in line takes it, four times; then the
+      // puts left ahead are gone, and the fifth release stays untaken.
+      let handOver = start + 1_000;
+      let released = false;
+      clock.onSleep = () => {
+        while (!released && clock.time >= handOver) {
+          store.otherMoves('lock-a', 'unclaimed');
+          if (handOver < start + 5_000) {
+            store.otherMoves('lock-a', 'claimed');
+            store.line.shift();
+          } else released = true;
+          handOver += 1_000;
+        }
+      };
+      // How each poll asked the server, and how many puts were ahead then.
+      const polls: { kind: string; ahead: number; free: boolean }[] = [];
+      const ahead = () => store.line.filter((entry) => entry.token.startsWith('ahead')).length;
+      for (const kind of ['look', 'sync'] as const) {
+        const ask = store[kind].bind(store) as () => Promise<never>;
+        store[kind] = () => {
+          polls.push({ kind, ahead: ahead(), free: store.remote.unclaimed.size > 0 });
+          return ask();
+        };
+      }
+      expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+      // With four puts or more ahead and no lock free (FAR_BACK_LOCKS locks to go before the two
+      // next in line), every poll after its first look was a fetch where a look costs a connection
+      // as a fetch does, up to farPollMs apart, and a look on a kept connection, up to slowestPollMs.
+      const farBack = polls.slice(2).filter((poll) => poll.ahead >= 4 && !poll.free);
+      expect(farBack.length).toBeGreaterThanOrEqual(3);
+      expect(farBack.map((poll) => poll.kind)).toEqual(farBack.map(() => kind));
+      expect(Math.max(...clock.sleeps)).toBe(slowest);
+      // A poll after the fifth release showed it the free lock the puts ahead left untaken.
+      expect(store.log).toContain('leave ahead4 ahead5 ahead6 ahead7');
+      expect(store.line).toEqual([]);
+    },
+  );
 
   it('takes out a put ahead that leaves a free lock untaken, once it cannot be just slow', async () => {
     const store = new FakeStore([], ['lock-a']);

@@ -14,6 +14,7 @@ import {
   showLifeAfterMs,
   sightKey,
   slowestPollMs,
+  farPollMs,
   parseEntryRef,
   type WaitingEntry,
 } from '../../src/lock/waiting-line.js';
@@ -129,18 +130,36 @@ describe('waiting line timings', () => {
     },
   );
 
+  it.each([0, 100, 1_000, 10_000, 60_000])(
+    'far back with retry_delay %i ms, polls by fetching at most half as often as by looking, and sees a stall in time to show it is alive',
+    (retryDelayMs) => {
+      const far = farPollMs(retryDelayMs);
+      expect(far).toBeGreaterThanOrEqual(slowestPollMs(retryDelayMs));
+      // A look needs a second look a poll later to tell a stall: two looks against one fetch.
+      expect(far).toBeLessThanOrEqual(2 * slowestPollMs(retryDelayMs));
+      // One fetch sees the stall: a second is left for the push that shows life.
+      expect(far + 1_000).toBeLessThanOrEqual(
+        goneAfterMs(entry(0, 'a', retryDelayMs), retryDelayMs),
+      );
+    },
+  );
+
   it.each([
-    // retry_delay, locks to go before the front, the line's pace a lock, the wait between polls
-    [100, 4, 500, 1_000],
-    [100, 8, 500, 1_100],
-    [100, 1, 100, 100],
-    [100, 4, undefined, 100],
-    [1_000, 4, 500, 1_000],
-    [1_000, 12, 500, 2_000],
+    // retry_delay, locks to go before the front, the line's pace a lock, polls by fetching, the
+    // wait between polls
+    [100, 4, 500, false, 1_000],
+    [100, 8, 500, false, 1_100],
+    [100, 8, 500, true, 1_200],
+    [100, 1, 100, false, 100],
+    [100, 4, undefined, false, 100],
+    [1_000, 4, 500, false, 1_000],
+    [1_000, 12, 500, false, 2_000],
+    [1_000, 12, 500, true, 3_000],
+    [1_000, 4, 500, true, 1_000],
   ])(
-    'further back with retry_delay %i ms, %i locks from the front at %s ms a lock, polls every %i ms',
-    (retryDelayMs, toFront, turnoverMs, poll) => {
-      expect(backPollMs(retryDelayMs, toFront, turnoverMs)).toBe(poll);
+    'further back with retry_delay %i ms, %i locks from the front at %s ms a lock (fetching: %s), polls every %i ms',
+    (retryDelayMs, toFront, turnoverMs, fetches, poll) => {
+      expect(backPollMs(retryDelayMs, toFront, turnoverMs, fetches)).toBe(poll);
     },
   );
 
