@@ -4,7 +4,13 @@
 import type { LockStore } from './lock-store.js';
 import type { HoldHistory } from './pool-state.js';
 import type { Clock } from './retry.js';
-import { frontPollMs, holdsTooShort, pollMs, releasePlausibleAt } from './waiting-line.js';
+import {
+  farPollMs,
+  frontPollMs,
+  holdsTooShort,
+  pollMs,
+  releasePlausibleAt,
+} from './waiting-line.js';
 
 export class ReleaseForecast {
   /** The holds read at the last tip (undefined: none to go by), for that tip. */
@@ -23,7 +29,9 @@ export class ReleaseForecast {
   /**
    * How long a put near the front waits before its next poll at the synced `tip`, `needed` locks
    * of the `claimed` from being served: frontPollMs once the releases that serve it are plausible
-   * (releasePlausibleAt), retry_delay at most before that.
+   * (releasePlausibleAt), retry_delay at most before that, or farPollMs where the next release
+   * serves a put ahead of it (`needed` over one). Only a stall on that put, gone, needs it sooner,
+   * and one poll sees the free lock in time to take the put out after its grace (goneAfterMs).
    */
   async pollInterval(tip: string, needed: number, claimed: readonly string[]): Promise<number> {
     const fast = frontPollMs(this.retryDelayMs);
@@ -31,7 +39,8 @@ export class ReleaseForecast {
     const history = await this.historyAt(tip);
     const plausible = history && releasePlausibleAt(history, claimed, this.retryDelayMs, needed);
     const left = (plausible ?? -Infinity) - this.clock.now();
-    return left > fast ? Math.min(pollMs(this.retryDelayMs), left) : fast;
+    const slowest = needed > 1 ? farPollMs(this.retryDelayMs) : pollMs(this.retryDelayMs);
+    return left > fast ? Math.min(slowest, left) : fast;
   }
 
   /** The holds seen at `tip`, read once a tip; undefined while the history rests unread. */

@@ -870,6 +870,8 @@ function waiting(token: string, ago = 1_000): WaitingEntry {
 /** frontPollMs and goneAfterMs for RETRY_DELAY_MS (waiting-line.ts). */
 const FRONT_POLL_MS = RETRY_DELAY_MS / 5;
 const GONE_AFTER_MS = 2 * RETRY_DELAY_MS + 2_000;
+/** farPollMs for RETRY_DELAY_MS. */
+const FAR_POLL_MS = 2 * RETRY_DELAY_MS + 1_000;
 
 describe('LockPool in the waiting line', () => {
   it('leaves a free lock to the put that has waited longer, then takes the next in its claiming push', async () => {
@@ -1007,14 +1009,43 @@ describe('LockPool in the waiting line', () => {
     };
     expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-b');
     // lock-a's release is plausible 29.8 s in, but it serves the put ahead: this one polls fast
-    // only from lock-b's, 49.8 s in.
+    // only from lock-b's, 49.8 s in. Until lock-a's release it polls every 12 s less a second
+    // (farPollMs: one poll still sees the put ahead gone in time), then every retry_delay.
     const fastFrom = 20_000 + 30_000 - FRONT_POLL_MS;
     let at = 0;
     for (const ms of clock.sleeps) {
       if (ms === FRONT_POLL_MS) expect(at + ms, 'a fast poll').toBeGreaterThanOrEqual(fastFrom);
+      if (at < 31_000) expect(ms, `the poll after ${at} ms`).toBeLessThanOrEqual(FAR_POLL_MS);
+      else expect(ms, `the poll after ${at} ms`).toBeLessThanOrEqual(RETRY_DELAY_MS);
       at += ms;
     }
+    expect(clock.sleeps).toContain(FAR_POLL_MS);
     expect(clock.sleeps.at(-1)).toBe(FRONT_POLL_MS);
+  });
+
+  it('second in line, polling slower until its release is plausible, takes a lock the put ahead leaves untaken one grace after its release', async () => {
+    const store = new FakeStore(['lock-a', 'lock-b'], []);
+    store.line = [waiting('ghost')];
+    const { pool, clock } = setup(store, { lineToken: 'me' });
+    const claimedAt = new Map([
+      ['lock-a', 1_000_000],
+      ['lock-b', 1_000_000 + 20_000],
+    ]);
+    store.holdsSeen = { claimedAt, holds: [30_000] };
+    let releasedAt: number | undefined;
+    clock.onSleep = () => {
+      // lock-a is released 31 s in, and the put ahead, gone, never takes it.
+      if (releasedAt === undefined && clock.time >= 1_000_000 + 31_000) {
+        store.otherMoves('lock-a', 'unclaimed');
+        releasedAt = clock.time;
+        store.commitTimes.set(store.remoteCommit, releasedAt);
+      }
+    };
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+    expect(store.log).toContain('leave ghost');
+    const waited = clock.time - releasedAt!;
+    expect(waited).toBeGreaterThanOrEqual(GONE_AFTER_MS);
+    expect(waited).toBeLessThan(GONE_AFTER_MS + FRONT_POLL_MS);
   });
 
   it('at the front, polls fast where no hold is seen, or a claim lies beyond the history read', async () => {
