@@ -188,8 +188,7 @@ export class LineMember {
     for (;;) {
       await wait.report(newest);
       const busy = this.clock.now() - this.movedAt < QUIET_AFTER_DELAYS * pollMs(retryDelayMs);
-      const front =
-        busy && this.ahead !== undefined && lockDemand(this.ahead) < this.free + FRONT_SPARE;
+      const front = busy && this.ahead !== undefined && this.toFront() <= 0;
       // Far back where a look costs what a fetch does, each poll is a fetch (farPollMs).
       const far = !front && !this.store.looksAreCheap && this.toFront() >= FAR_BACK_LOCKS;
       const wake = earliest(this.wakeAt(), wait.wakeAt);
@@ -271,8 +270,7 @@ export class LineMember {
 
   /** Locks the puts ahead take before this put is near the front (see FRONT_SPARE). */
   private toFront(): number {
-    if (this.ahead === undefined) return 0;
-    return lockDemand(this.ahead) - this.free - FRONT_SPARE + 1;
+    return lockDemand(this.ahead ?? []) - this.free - FRONT_SPARE + 1;
   }
 
   /**
