@@ -873,6 +873,21 @@ const GONE_AFTER_MS = 2 * RETRY_DELAY_MS + 2_000;
 /** farPollMs for RETRY_DELAY_MS. */
 const FAR_POLL_MS = 2 * RETRY_DELAY_MS + 1_000;
 
+/**
+ * A put second in line behind `ahead`, both locks held: lock-a claimed as it starts, lock-b 20 s
+ * later, and the holds the history shows lasted 30 s.
+ */
+function secondInLine(ahead: string) {
+  const store = new FakeStore(['lock-a', 'lock-b'], []);
+  store.line = [waiting(ahead)];
+  const claimedAt = new Map([
+    ['lock-a', 1_000_000],
+    ['lock-b', 1_000_000 + 20_000],
+  ]);
+  store.holdsSeen = { claimedAt, holds: [30_000] };
+  return { store, claimedAt, ...setup(store, { lineToken: 'me' }) };
+}
+
 describe('LockPool in the waiting line', () => {
   it('leaves a free lock to the put that has waited longer, then takes the next in its claiming push', async () => {
     const store = new FakeStore([], ['lock-a']);
@@ -988,14 +1003,7 @@ describe('LockPool in the waiting line', () => {
   });
 
   it('second in line, polls fast only once a second release is plausible too', async () => {
-    const store = new FakeStore(['lock-a', 'lock-b'], []);
-    store.line = [waiting('older')];
-    const { pool, clock } = setup(store, { lineToken: 'me' });
-    const claimedAt = new Map([
-      ['lock-a', 1_000_000],
-      ['lock-b', 1_000_000 + 20_000],
-    ]);
-    store.holdsSeen = { claimedAt, holds: [30_000] };
+    const { store, pool, clock, claimedAt } = secondInLine('older');
     clock.onSleep = () => {
       // The older put takes lock-a when it is released, 31 s in; lock-b comes free 52 s in.
       if (clock.time >= 1_000_000 + 31_000 && store.line.some((e) => e.token === 'older')) {
@@ -1024,14 +1032,7 @@ describe('LockPool in the waiting line', () => {
   });
 
   it('second in line, polling slower until its release is plausible, takes a lock the put ahead leaves untaken one grace after its release', async () => {
-    const store = new FakeStore(['lock-a', 'lock-b'], []);
-    store.line = [waiting('ghost')];
-    const { pool, clock } = setup(store, { lineToken: 'me' });
-    const claimedAt = new Map([
-      ['lock-a', 1_000_000],
-      ['lock-b', 1_000_000 + 20_000],
-    ]);
-    store.holdsSeen = { claimedAt, holds: [30_000] };
+    const { store, pool, clock } = secondInLine('ghost');
     let releasedAt: number | undefined;
     clock.onSleep = () => {
       // lock-a is released 31 s in, and the put ahead, gone, never takes it.
