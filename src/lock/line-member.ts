@@ -171,15 +171,12 @@ export class LineMember {
 
   /**
    * Waits in line until this put's turn may have come; returns the tip it fetched last if it
-   * fetched one (the next attempt starts from it). Near the front of the line it polls at
-   * frontPollMs, and each poll is the fetch: a tip that moved is at hand for the next attempt
-   * without a second round trip (where looks go over a kept connection, looksAreCheap, it looks
-   * instead and fetches once the tip has moved). Further back it polls the tip and the line every retry_delay
-   * without fetching: a tip change matters only to a put the free locks could reach, so it waits
-   * for the line to move, and fetches a new tip only when the line ahead of it stands still for a
-   * poll (a lock may be free that nobody ahead takes). A fetch after a look fetches the tip the
-   * look saw (LockStore.syncTo). In a stall it also wakes when it has something to do there (see
-   * wakeAt).
+   * fetched one (the next attempt starts from it). Near the front, and far back where a look
+   * costs what a fetch does, each poll is a fetch (on a kept connection, looksAreCheap, a look,
+   * then a fetch once the tip has moved). Further back it looks: a tip change matters only to a
+   * put the free locks could reach, so it waits for the line to move, and fetches the tip it saw
+   * (LockStore.syncTo) only when the line ahead of it stands still for a poll (a lock may be free
+   * that nobody ahead takes). In a stall it also wakes when it has something to do (wakeAt).
    */
   async waitInLine(tip: string, wait: LineWait): Promise<string | undefined> {
     const retryDelayMs = this.options.retryDelayMs;
