@@ -873,6 +873,16 @@ const GONE_AFTER_MS = 2 * RETRY_DELAY_MS + 2_000;
 /** farPollMs for RETRY_DELAY_MS. */
 const FAR_POLL_MS = 2 * RETRY_DELAY_MS + 1_000;
 
+/** A put in line acquires lock-a, which its holder releases at the put's fifth sleep. */
+async function acquireReleasedAtFifthSleep(store: FakeStore): Promise<FakeClock> {
+  const { pool, clock } = setup(store, { lineToken: 'me' });
+  clock.onSleep = (index) => {
+    if (index === 4) store.otherMoves('lock-a', 'unclaimed');
+  };
+  expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+  return clock;
+}
+
 /**
  * A put second in line behind `ahead`, both locks held: lock-a claimed as it starts, lock-b 20 s
  * later, and the holds the history shows lasted 30 s.
@@ -923,11 +933,7 @@ describe('LockPool in the waiting line', () => {
   it('at the front, with looks on a kept connection, looks at each poll and fetches once the tip moved', async () => {
     const store = new FakeStore(['lock-a'], []);
     store.looksAreCheap = true;
-    const { pool, clock } = setup(store, { lineToken: 'me' });
-    clock.onSleep = (index) => {
-      if (index === 4) store.otherMoves('lock-a', 'unclaimed');
-    };
-    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+    const clock = await acquireReleasedAtFifthSleep(store);
     // Still a fifth of retry_delay apart, but each poll a look: one fetch to start, and after the
     // release one of the tip the look saw (the claim's attempt starts from it).
     expect(clock.sleeps.slice(1)).toEqual([
@@ -1056,11 +1062,7 @@ describe('LockPool in the waiting line', () => {
     ]) {
       const store = new FakeStore(['lock-a'], []);
       store.holdsSeen = holds;
-      const { pool, clock } = setup(store, { lineToken: 'me' });
-      clock.onSleep = (index) => {
-        if (index === 4) store.otherMoves('lock-a', 'unclaimed');
-      };
-      expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+      const clock = await acquireReleasedAtFifthSleep(store);
       expect(clock.sleeps).toEqual([RETRY_DELAY_MS / 2, ...Array(4).fill(FRONT_POLL_MS)]);
     }
   });
