@@ -91,7 +91,7 @@ export class LineMember {
     const { started, retryDelayMs, token, count } = options;
     this.me = { since: started, retryDelayMs, token, ...(count && count > 1 ? { count } : {}) };
     this.movedAt = started;
-    this.watch = new LineWatch(clock, retryDelayMs);
+    this.watch = new LineWatch(clock, retryDelayMs, (tip) => store.commitTime(tip));
     const rest = QUIET_AFTER_DELAYS * pollMs(retryDelayMs);
     this.forecast = new ReleaseForecast(store, clock, retryDelayMs, rest);
   }
@@ -129,17 +129,13 @@ export class LineMember {
   }
 
   /** Notes the free and claimed locks at the synced tip (see LineWatch.observe). */
-  async observePool(
-    tip: string,
-    free: readonly string[],
-    claimed: readonly string[],
-  ): Promise<void> {
+  observePool(tip: string, free: readonly string[], claimed: readonly string[]): void {
     this.free = free.length;
     this.claimedLocks = claimed;
     const others = this.store.syncedLine().some((entry) => entry.token !== this.me.token);
     // A look may have seen this tip before the fetch did.
     const seen = this.lastTip === tip ? this.movedAt : this.clock.now();
-    await this.watch.observe(tip, free, others, seen, () => this.store.tipTime());
+    this.watch.observe(tip, free, others, seen);
   }
 
   /**
@@ -151,7 +147,7 @@ export class LineMember {
   async turn(tip: string): Promise<number | 'wait' | undefined> {
     const present = this.watch.present(this.store.syncedLine());
     let ahead = entriesAhead(present, this.me);
-    const gone = this.goneAhead(ahead);
+    const gone = await this.goneAhead(ahead);
     // Taken out only when that serves this put: the puts ahead of them judge them for themselves.
     if (gone.length > 0 && this.servedAfter(lockDemand(ahead) - lockDemand(gone))) {
       await this.takeOut(gone);
@@ -188,7 +184,7 @@ export class LineMember {
       const front = busy && this.ahead !== undefined && this.toFront() <= 0;
       // Far back where a look costs what a fetch does, each poll is a fetch (farPollMs).
       const far = !front && !this.store.looksAreCheap && this.toFront() >= FAR_BACK_LOCKS;
-      const wake = earliest(this.wakeAt(), wait.wakeAt);
+      const wake = earliest(await this.wakeAt(), wait.wakeAt);
       let interval = front ? await this.frontPollInterval(tip) : this.backPollInterval(far);
       if (wake !== undefined) interval = Math.min(interval, wake - this.clock.now());
       await wait.pause(interval);
@@ -312,8 +308,10 @@ export class LineMember {
   }
 
   /** The entries ahead that count as gone now (see goneAt). */
-  private goneAhead(ahead: readonly WaitingEntry[]): WaitingEntry[] {
-    const stall = this.watch.view();
+  private async goneAhead(ahead: readonly WaitingEntry[]): Promise<WaitingEntry[]> {
+    // Nobody ahead to judge: the stall's start (a commit time) goes unread.
+    if (ahead.length === 0) return [];
+    const stall = await this.watch.view();
     if (!stall) return [];
     const now = this.clock.now();
     return ahead.filter((entry) => goneAt(entry, stall, this.options.retryDelayMs) <= now);
@@ -323,7 +321,7 @@ export class LineMember {
   private async takeOut(gone: readonly WaitingEntry[]): Promise<void> {
     this.watch.takeForGone(gone);
     const count = gone.length;
-    const waited = this.clock.now() - (this.watch.stall?.since ?? this.clock.now());
+    const waited = this.clock.now() - ((await this.watch.view())?.since ?? this.clock.now());
     this.options.say(
       `${count === 1 ? 'the put' : `${count} puts`} ahead in line left a free lock untaken for ${formatMs(waited)}: taking ${count === 1 ? 'it' : 'them'} out of the line`,
     );
@@ -335,7 +333,7 @@ export class LineMember {
    * do not take it for gone (an entry of a put that is gone stays where it was).
    */
   private async showLife(tip: string): Promise<void> {
-    const stall = this.watch.stall;
+    const stall = await this.watch.view();
     if (!stall || !this.joined) return;
     if (this.me.at !== undefined && stall.tips.has(this.me.at)) return;
     if (this.clock.now() - stall.since < showLifeAfterMs(this.options.retryDelayMs)) return;
@@ -348,8 +346,8 @@ export class LineMember {
    * When a put waiting in a stall has something to do: show it is alive, or take out the puts
    * ahead whose grace ends first, as many as it takes to free a lock for it.
    */
-  private wakeAt(): number | undefined {
-    const stall = this.watch.view();
+  private async wakeAt(): Promise<number | undefined> {
+    const stall = await this.watch.view();
     const ahead = this.ahead;
     if (!stall || !ahead || !this.joined) return undefined;
     const rd = this.options.retryDelayMs;

@@ -5,9 +5,21 @@
 import type { Clock } from './retry.js';
 import { pollMs, sightKey, type Stall, type WaitingEntry } from './waiting-line.js';
 
+/**
+ * A lock first seen free at `tip`, with no earlier sighting to go by: free since that tip was
+ * committed, or since `seenAt` if earlier. The commit time (a git process) is read only when the
+ * stall is viewed: a put first in line takes the lock at once and never reads it.
+ */
+interface Unread {
+  seenAt: number;
+  tip: string;
+  /** When the put read the free locks: the time it counts from if the commit time is unknown. */
+  readAt: number;
+}
+
 export class LineWatch {
-  /** Each lock free at the last sync, and since when it is known to be free. */
-  private freeSince = new Map<string, number>();
+  /** Each lock free at the last sync, and since when it is known to be free (or Unread). */
+  private freeSince = new Map<string, number | Unread>();
   /** When, and at which tip, the free locks were last read. */
   private syncedAt: number | undefined;
   private syncedTip: string | undefined;
@@ -23,6 +35,8 @@ export class LineWatch {
   constructor(
     private readonly clock: Clock,
     private readonly retryDelayMs: number,
+    /** When a tip this put synced was committed (ms, to the second), where known. */
+    private readonly committedAt: (tip: string) => Promise<number | undefined>,
   ) {}
 
   /** When this put first looked at the line (undefined before it did). */
@@ -30,27 +44,17 @@ export class LineWatch {
     return this.firstLook;
   }
 
-  /** Since when the free locks have stood free while others wait, and the tips seen since. */
-  get stall(): { readonly since: number; readonly tips: ReadonlySet<string> } | undefined {
-    return this.stalled;
-  }
-
   /**
    * Keeps track of since when the free locks have been free. A lock seen free at the previous
    * read, at the same tip or a poll or two ago, has been free since then; any other since the
-   * tip was committed (`committedAt`, by its committer's clock, to the second), or since this put
-   * first saw the tip (`seenAt`) if that is earlier. The stall dates from the lock freed first:
-   * with other locks changing hands meanwhile, dating it from the last would put off judging the
-   * puts that left the first untaken for as long as the others keep moving (live puts ahead show
-   * it, see LineMember.showLife). No stall without free locks or without others in line.
+   * tip was committed (by its committer's clock, to the second), or since this put first saw the
+   * tip (`seenAt`) if that is earlier. The stall dates from the lock freed first: with other locks
+   * changing hands meanwhile, dating it from the last would put off judging the puts that left
+   * the first untaken for as long as the others keep moving (live puts ahead show it, see
+   * LineMember.showLife). No stall without free locks or without others in line. The commit time
+   * is read only once the stall is viewed (Unread).
    */
-  async observe(
-    tip: string,
-    free: readonly string[],
-    othersInLine: boolean,
-    seenAt: number,
-    committedAt: () => Promise<number | undefined>,
-  ): Promise<void> {
+  observe(tip: string, free: readonly string[], othersInLine: boolean, seenAt: number): void {
     const now = this.clock.now();
     const previous = { at: this.syncedAt, tip: this.syncedTip };
     this.syncedAt = now;
@@ -63,23 +67,37 @@ export class LineWatch {
     const recent =
       previous.tip === tip ||
       (previous.at !== undefined && now - previous.at <= 2 * pollMs(this.retryDelayMs));
-    let committed: number | undefined;
-    const since = new Map<string, number>();
-    for (const name of free) {
-      let at = recent ? this.freeSince.get(name) : undefined;
-      if (at === undefined) {
-        committed ??= (await committedAt()) ?? now;
-        at = Math.min(seenAt, committed + 1_000);
-      }
-      since.set(name, at);
-    }
+    const since = new Map<string, number | Unread>();
+    for (const name of free)
+      since.set(
+        name,
+        (recent ? this.freeSince.get(name) : undefined) ?? { seenAt, tip, readAt: now },
+      );
     this.freeSince = since;
-    const stallSince = Math.min(...since.values());
+    const stallSince = this.earliestFree();
     if (this.stalled === undefined) this.stalled = { since: stallSince, tips: new Set([tip]) };
     else {
       this.stalled.since = stallSince;
       this.stalled.tips.add(tip);
     }
+  }
+
+  /** Reads the commit times the free locks first seen are dated by, once each. */
+  private async settle(): Promise<void> {
+    const times = new Map<string, number | undefined>();
+    for (const [name, at] of this.freeSince) {
+      if (typeof at === 'number') continue;
+      if (!times.has(at.tip)) times.set(at.tip, await this.committedAt(at.tip));
+      this.freeSince.set(name, Math.min(at.seenAt, (times.get(at.tip) ?? at.readAt) + 1_000));
+    }
+    if (this.stalled && times.size > 0) this.stalled.since = this.earliestFree();
+  }
+
+  /** The earliest a free lock is known to have been free since (an unread one: when seen). */
+  private earliestFree(): number {
+    return Math.min(
+      ...[...this.freeSince.values()].map((at) => (typeof at === 'number' ? at : at.seenAt)),
+    );
   }
 
   /** A tip seen during the stall (a look's, between syncs). */
@@ -105,9 +123,13 @@ export class LineWatch {
     for (const entry of entries) this.gone.add(sightKey(entry));
   }
 
-  /** The stall as goneAt judges it, with what this put has seen of the line. */
-  view(): Stall | undefined {
+  /**
+   * The stall as goneAt judges it, with what this put has seen of the line: its start read first
+   * where a lock first seen free dates it (a commit time, read only now).
+   */
+  async view(): Promise<Stall | undefined> {
     if (!this.stalled) return undefined;
+    await this.settle();
     return {
       ...this.stalled,
       sightings: this.sightings,

@@ -167,7 +167,7 @@ export class LockPool {
         operation.reclaimExpired
           ? [...unclaimed, ...expiredClaims(state, leases).map(({ name }) => name)]
           : unclaimed;
-      await line.observePool(tip, free, [...state.claimed]);
+      line.observePool(tip, free, [...state.claimed]);
       // Fewer free than this put takes: no turn to wait for yet (decide says what it waits for).
       if (free.length >= count) {
         const turn = await line.turn(tip);

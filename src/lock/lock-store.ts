@@ -35,8 +35,11 @@ export interface LockStore {
   readonly looksAreCheap: boolean;
   /** The remote branch tip and the pool's waiting line, without fetching (cheap polling). */
   look(): Promise<{ tip: string | undefined; line: WaitingEntry[] }>;
-  /** When the synced tip was committed (ms, to the second; its committer's clock), if known. */
-  tipTime(): Promise<number | undefined>;
+  /**
+   * When `commit` (a tip synced in this run) was committed (ms, to the second; its committer's
+   * clock), if known.
+   */
+  commitTime(commit: string): Promise<number | undefined>;
   /**
    * When the locks claimed at the synced tip were claimed, and how long recent holds lasted, as
    * far as the commits the working copy holds tell (nothing, where it holds the tip alone).

@@ -199,9 +199,9 @@ export class LockRepository {
     await identity;
   }
 
-  /** When the synced tip was committed: its committer time, to the second. */
-  async tipTime(): Promise<number | undefined> {
-    const out = await this.run(['show', '--no-patch', '--format=%ct', this.synced()]);
+  /** When `commit`, a tip this copy has synced, was committed: its committer time, to the second. */
+  async commitTime(commit: string): Promise<number | undefined> {
+    const out = await this.run(['show', '--no-patch', '--format=%ct', commit]);
     const seconds = Number(out.trim());
     return Number.isSafeInteger(seconds) && seconds > 0 ? seconds * 1000 : undefined;
   }

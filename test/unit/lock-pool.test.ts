@@ -167,11 +167,12 @@ class FakeStore implements LockStore {
     return this.holdsSeen;
   }
 
-  /** When each commit was made, for tipTime (unknown for any other). */
+  /** When each commit was made, for commitTime (unknown for any other). */
   readonly commitTimes = new Map<string, number>();
 
-  async tipTime(): Promise<number | undefined> {
-    return this.commitTimes.get(this.localCommit);
+  async commitTime(commit: string): Promise<number | undefined> {
+    this.log.push('commitTime');
+    return this.commitTimes.get(commit);
   }
 
   async join(entry: WaitingEntry): Promise<boolean> {
@@ -1053,6 +1054,15 @@ describe('LockPool in the waiting line', () => {
     const waited = clock.time - releasedAt!;
     expect(waited).toBeGreaterThanOrEqual(GONE_AFTER_MS);
     expect(waited).toBeLessThan(GONE_AFTER_MS + FRONT_POLL_MS);
+  });
+
+  it('first in line, with puts behind it, takes a freed lock without reading when its tip was committed', async () => {
+    const store = new FakeStore(['lock-a'], []);
+    store.line = [waiting('newer', -1_000)];
+    await acquireReleasedAtFifthSleep(store);
+    // That time dates a stall, which judges only puts ahead: a `git show` a hand-over waited on.
+    expect(store.log).not.toContain('commitTime');
+    expect(store.log.at(-1)).toMatch(/^push/);
   });
 
   it('at the front, polls fast where no hold is seen, or a claim lies beyond the history read', async () => {
