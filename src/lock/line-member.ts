@@ -18,6 +18,7 @@ import {
   pollMs,
   showLifeAfterMs,
   sightKey,
+  type LineSeen,
   type WaitingEntry,
 } from './waiting-line.js';
 
@@ -68,7 +69,7 @@ export class LineMember {
   private waitingFor: { reason: string; wanted: string[] } | undefined;
   /** Entries ahead of this put at the last look (undefined before the first). */
   private ahead: WaitingEntry[] | undefined;
-  /** How many locks the puts that left the line ahead of this one waited for (see turnoverMs). */
+  /** How many locks the puts that left the line ahead of this one waited for (see lineSeen). */
   private departed = 0;
   /** Free locks at the last sync, and the claimed ones. */
   private free = 0;
@@ -258,7 +259,7 @@ export class LineMember {
   private backPollInterval(far: boolean): number {
     const retryDelayMs = this.options.retryDelayMs;
     if (this.ahead === undefined) return pollMs(retryDelayMs);
-    return backPollMs(retryDelayMs, this.toFront(), this.turnoverMs(), far);
+    return backPollMs(retryDelayMs, this.toFront(), this.lineSeen(), far);
   }
 
   /** Locks the puts ahead take before this put is near the front (see FRONT_SPARE). */
@@ -266,16 +267,11 @@ export class LineMember {
     return lockDemand(this.ahead ?? []) - this.free - FRONT_SPARE + 1;
   }
 
-  /**
-   * How long the line ahead takes to move up by one lock, as this put has seen it: the time it has
-   * watched the line over the locks the puts that left it ahead of this one waited for, and one
-   * more (the next to leave), so that a few departures seen early never read as a slow line, and
-   * a line that has not moved at all reads as slow as the watch is long.
-   */
-  private turnoverMs(): number | undefined {
+  /** How long this put has watched the line, and how many locks the puts ahead that left took. */
+  private lineSeen(): LineSeen | undefined {
     const since = this.watch.watchingSince;
     if (since === undefined) return undefined;
-    return (this.clock.now() - since) / (this.departed + 1);
+    return { watchedMs: this.clock.now() - since, departed: this.departed };
   }
 
   /** Notes the entries ahead now, counting those that left since the last look. */

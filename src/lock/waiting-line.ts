@@ -142,32 +142,67 @@ export function holdsTooShort(history: HoldHistory, retryDelayMs: number): boole
 }
 
 /**
- * The slowest a put waiting in line polls, however slowly the line ahead of it moves (see
- * backPollMs): half the grace a put with the same retry_delay gives it before taking
- * it for gone (goneAfterMs), and never faster than pollMs. A put far back may be the one a stall
- * waits for (the puts ahead of it gone): it sees the stall within this, and shows it is alive
- * (showLife) with the other half to spare.
+ * The slowest a put waiting in line within FAR_BACK_LOCKS of the front polls, however slowly the
+ * line ahead of it moves (see backPollMs; further back, backSlowdown times this): half the grace a
+ * put with the same retry_delay gives it before taking it for gone (goneAfterMs), and never
+ * faster than pollMs. A stall may wait for such a put (the puts ahead of it gone): it sees the
+ * stall within this, and shows it is alive (showLife) with the other half to spare.
  */
 export function slowestPollMs(retryDelayMs: number): number {
   return Math.max(pollMs(retryDelayMs), Math.min(retryDelayMs, CREDIBLE_CEILING_MS) + 1_000);
 }
 
+/** What a put has seen of the line ahead of it move (see backPollMs). */
+export interface LineSeen {
+  /** How long the put has watched the line. */
+  watchedMs: number;
+  /** How many locks the puts that left the line ahead of it meanwhile waited for. */
+  departed: number;
+}
+
 /**
  * How long a put further back in line waits between polls: about half the time the line ahead of
- * it takes to move up the `toFront` locks that leave it near the front, at `turnoverMs` a lock (as
- * the put has seen the line move; unknown before its first look), never faster than pollMs and
- * never slower than slowestPollMs, or farPollMs for a put whose polls are fetches (`fetches`).
+ * it takes to move up the `toFront` locks that leave it near the front, at the pace it has `seen`
+ * the line move (unknown before its first look), never faster than pollMs and never slower than
+ * slowestPollMs, or farPollMs for a put whose polls are fetches (`fetches`); far back, up to
+ * backSlowdown times that.
+ *
+ * The pace is the time watched over the locks the puts that left ahead waited for, and one more
+ * (the next to leave): a few departures seen early never read as a slow line, and a line that
+ * has not moved at all reads as slow as the watch is long. Such a line may have only just formed
+ * (puts that all joined at once), so until the put has seen someone ahead leave, it polls more
+ * slowly than near the front only once it has watched the line for twice as long.
  */
 export function backPollMs(
   retryDelayMs: number,
   toFront: number,
-  turnoverMs: number | undefined,
+  seen: LineSeen | undefined,
   fetches = false,
 ): number {
-  if (turnoverMs === undefined) return pollMs(retryDelayMs);
-  const slowest = fetches ? farPollMs(retryDelayMs) : slowestPollMs(retryDelayMs);
+  if (seen === undefined) return pollMs(retryDelayMs);
+  const near = fetches ? farPollMs(retryDelayMs) : slowestPollMs(retryDelayMs);
+  const far = near * backSlowdown(toFront);
+  const slowest = seen.departed > 0 ? far : Math.max(near, Math.min(far, seen.watchedMs / 2));
+  const turnoverMs = seen.watchedMs / (seen.departed + 1);
   return Math.max(pollMs(retryDelayMs), Math.min((toFront * turnoverMs) / 2, slowest));
 }
+
+/**
+ * How many times slower than the puts near it a put `toFront` locks from the front may poll when
+ * the line barely moves (locks held for long): as fast within FAR_BACK_LOCKS, then once more for
+ * each lock beyond, up to BACK_SLOWDOWN_MAX. A line stalls on a put that far back only when the
+ * puts ahead of it, holding all those places, are gone at once (a pipeline's builds aborted
+ * together, a lost worker); the free lock then waits for its poll, and it may be taken for gone
+ * meanwhile by a put behind it that polls first (it puts itself back, in its place, at its next
+ * poll). In exchange, a long line of puts waiting for locks held for hours polls a fraction as
+ * often: a put ten locks back about once every eight slowest polls.
+ */
+export function backSlowdown(toFront: number): number {
+  return Math.min(BACK_SLOWDOWN_MAX, Math.max(1, toFront - FAR_BACK_LOCKS + 1));
+}
+
+/** The most backSlowdown slows a put: `retry_delay: 10s` far back over SSH, 110 s between polls. */
+export const BACK_SLOWDOWN_MAX = 10;
 
 /**
  * How many locks the puts ahead take before a put is far back: where a look costs a connection
@@ -176,8 +211,8 @@ export function backPollMs(
 export const FAR_BACK_LOCKS = 3;
 
 /**
- * The slowest a put far back polls where each poll is a fetch: its own grace (goneAfterMs) less a
- * second, almost twice slowestPollMs. A look tells it only that the tip moved, and a put the line
+ * The slowest a put far back polls where each poll is a fetch (times backSlowdown beyond
+ * FAR_BACK_LOCKS): its own grace (goneAfterMs) less a second, almost twice slowestPollMs. A look tells it only that the tip moved, and a put the line
  * stalls on (the puts ahead of it gone) needs two of them to see the stall: one that sees the tip
  * move, and one a poll later that sees nobody ahead has left since, before it fetches. A fetch
  * shows it the free lock at once: one poll at this interval sees the stall sooner than two looks

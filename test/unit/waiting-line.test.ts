@@ -15,6 +15,7 @@ import {
   sightKey,
   slowestPollMs,
   farPollMs,
+  backSlowdown,
   parseEntryRef,
   type WaitingEntry,
 } from '../../src/lock/waiting-line.js';
@@ -145,21 +146,56 @@ describe('waiting line timings', () => {
   );
 
   it.each([
-    // retry_delay, locks to go before the front, the line's pace a lock, polls by fetching, the
-    // wait between polls
-    [100, 4, 500, false, 1_000],
-    [100, 8, 500, false, 1_100],
-    [100, 8, 500, true, 1_200],
-    [100, 1, 100, false, 100],
-    [100, 4, undefined, false, 100],
-    [1_000, 4, 500, false, 1_000],
-    [1_000, 12, 500, false, 2_000],
-    [1_000, 12, 500, true, 3_000],
-    [1_000, 4, 500, true, 1_000],
+    // retry_delay, locks to go before the front, how long the put has watched the line, how many
+    // locks the puts that left it ahead took meanwhile, polls by fetching, the wait between polls
+    [100, 4, 5_000, 9, false, 1_000],
+    [100, 8, 5_000, 9, false, 2_000],
+    [100, 8, 5_000, 9, true, 2_000],
+    [100, 1, 5_000, 49, false, 100],
+    [100, 4, undefined, 0, false, 100],
+    [1_000, 4, 5_000, 9, false, 1_000],
+    [1_000, 12, 5_000, 9, false, 3_000],
+    [1_000, 12, 5_000, 9, true, 3_000],
+    [1_000, 4, 5_000, 9, true, 1_000],
+    // A line that barely moves (locks held for long): up to slowestPollMs, or farPollMs, near the
+    // front; further back, backSlowdown times that.
+    [1_000, 3, 60_000, 0, false, 2_000],
+    [1_000, 3, 60_000, 0, true, 3_000],
+    [1_000, 4, 60_000, 0, false, 4_000],
+    [1_000, 4, 60_000, 0, true, 6_000],
+    [1_000, 12, 60_000, 0, false, 20_000],
+    [1_000, 12, 600_000, 2, false, 20_000],
+    [10_000, 40, 3_600_000, 0, false, 110_000],
+    [10_000, 40, 3_600_000, 0, true, 210_000],
+    // Nobody ahead has left yet: slower than near the front only once watched twice as long (the
+    // line may have only just formed).
+    [1_000, 12, 3_000, 0, false, 2_000],
+    [1_000, 12, 3_000, 0, true, 3_000],
+    [1_000, 12, 20_000, 0, false, 10_000],
+    // One has: the line's pace as seen.
+    [1_000, 12, 3_000, 1, false, 9_000],
   ])(
-    'further back with retry_delay %i ms, %i locks from the front at %s ms a lock (fetching: %s), polls every %i ms',
-    (retryDelayMs, toFront, turnoverMs, fetches, poll) => {
-      expect(backPollMs(retryDelayMs, toFront, turnoverMs, fetches)).toBe(poll);
+    'further back with retry_delay %i ms, %i locks from the front, having watched the line %s ms as %i locks left ahead (fetching: %s), polls every %i ms',
+    (retryDelayMs, toFront, watchedMs, departed, fetches, poll) => {
+      const seen = watchedMs === undefined ? undefined : { watchedMs, departed };
+      expect(backPollMs(retryDelayMs, toFront, seen, fetches)).toBe(poll);
+    },
+  );
+
+  it.each([
+    // locks to go before the front, how many times slower than near it a put may poll
+    [-2, 1],
+    [0, 1],
+    [3, 1],
+    [4, 2],
+    [5, 3],
+    [8, 6],
+    [12, 10],
+    [50, 10],
+  ])(
+    '%i locks from the front, may poll up to %i times as slowly as near it',
+    (toFront, slowdown) => {
+      expect(backSlowdown(toFront)).toBe(slowdown);
     },
   );
 
