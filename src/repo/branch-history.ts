@@ -241,8 +241,9 @@ export class BranchHistory {
     const trailers = log.find((record) => record.commit === commit)?.trailers;
     const claim = { ...claimFromTrailers(trailers ?? ''), trailers };
     if (claim.token === undefined) return claim;
-    const renewed = renewedLeases(log, [{ name, token: claim.token }]);
-    return { ...claim, leaseExpires: renewed.get(claim.token) ?? claim.leaseExpires };
+    const renewal = { name, token: claim.token };
+    const renewed = renewedLeases(log, [renewal]);
+    return { ...claim, leaseExpires: renewed.get(renewal) ?? claim.leaseExpires };
   }
 
   /**

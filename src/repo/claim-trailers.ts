@@ -58,22 +58,24 @@ export function renewalLogArgs(revisions: readonly string[]): string[] {
 }
 
 /**
- * The latest lease each claim's renewals recorded, by token. `log` is newest first; a renewal
- * counts when its subject names the claim's lock and it carries the claim's token.
+ * The latest lease each claim's renewals recorded. `log` is newest first; a renewal counts when
+ * its subject names the claim's lock and it carries the claim's token. The locks of a set share
+ * one token (SPEC §11), so a claim is its token and its lock together.
  */
-export function renewedLeases(
+export function renewedLeases<Claim extends { name: string; token?: string }>(
   log: readonly HolderLogRecord[],
-  claims: readonly { name: string; token?: string }[],
-): Map<string, Date> {
-  const names = new Map(claims.map((claim) => [claim.token, claim.name]));
-  const leases = new Map<string, Date>();
+  claims: readonly Claim[],
+): Map<Claim, Date> {
+  const byRenewal = new Map<string, Claim>();
+  for (const claim of claims)
+    if (claim.token !== undefined) byRenewal.set(`${claim.token} ${RENEWING}${claim.name}`, claim);
+  const leases = new Map<Claim, Date>();
   for (const { trailers, body } of log) {
     const token = trailerOf(trailers, 'Claim-Token');
-    if (token === undefined || leases.has(token)) continue;
-    const name = names.get(token);
-    if (name === undefined || firstLine(body) !== `${RENEWING}${name}`) continue;
+    const claim = token === undefined ? undefined : byRenewal.get(`${token} ${firstLine(body)}`);
+    if (claim === undefined || leases.has(claim)) continue;
     const lease = instant(trailerOf(trailers, 'Lease-Expires'));
-    if (lease) leases.set(token, lease);
+    if (lease) leases.set(claim, lease);
   }
   return leases;
 }

@@ -217,13 +217,11 @@ export class LockHolders {
    * hold every renewal; a token is unique to one put, so any `renewing:` commit with it counts.
    */
   private async renewLeases(found: Map<string, LockRecord>, signal?: AbortSignal) {
-    const tokens = new Map<string, LockRecord>();
-    for (const record of found.values())
-      if (record.state === 'claimed' && record.token) tokens.set(record.token, record);
-    if (tokens.size === 0) return;
+    const claims = [...found.values()].filter(({ state, token }) => state === 'claimed' && token);
+    if (claims.length === 0) return;
     const out = await this.run(renewalLogArgs([this.head]), signal);
-    for (const [token, lease] of renewedLeases(parseHolderLog(out), [...tokens.values()]))
-      tokens.get(token)!.leaseExpires = lease;
+    for (const [record, lease] of renewedLeases(parseHolderLog(out), claims))
+      record.leaseExpires = lease;
   }
 
   /** The commit the answers about claims are about: the fetched tip, unless pinned (see pin). */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { holderFromCommit } from '../../src/repo/claim-trailers.js';
+import { holderFromCommit, renewedLeases } from '../../src/repo/claim-trailers.js';
 import { describeHolder } from '../../src/repo/lock-holders.js';
 import { ProgressReporter } from '../../src/run/progress.js';
 import { Logger } from '../../src/base/logger.js';
@@ -44,6 +44,38 @@ describe('holderFromCommit', () => {
       expect({ by, since: since.toISOString() }).toEqual(expected);
     });
   }
+});
+
+describe('renewedLeases', () => {
+  /** A `renewing: NAME` commit with the claim's token and its new lease, as a holder log has it. */
+  function renewal(name: string, token: string, lease: string) {
+    const trailers = `Claim-Token: ${token}\nLease-Expires: ${lease}\n`;
+    return {
+      commit: name,
+      time: 0,
+      author,
+      trailers,
+      body: `renewing: ${name}\n\n${trailers}`,
+      paths: [],
+    };
+  }
+
+  it('gives every lock of a set, which share one token, its own latest renewal', () => {
+    const a = { name: 'a', token: 't' };
+    const b = { name: 'b', token: 't' };
+    const log = [
+      renewal('b', 't', '2026-03-03T03:00:00Z'),
+      renewal('a', 't', '2026-03-03T02:00:00Z'),
+      renewal('a', 't', '2026-03-03T01:00:00Z'),
+      renewal('c', 't', '2026-03-03T09:00:00Z'),
+      renewal('a', 'other', '2026-03-03T09:00:00Z'),
+    ];
+    const leases = renewedLeases(log, [a, b]);
+    expect([leases.get(a)?.toISOString(), leases.get(b)?.toISOString()]).toEqual([
+      '2026-03-03T02:00:00.000Z',
+      '2026-03-03T03:00:00.000Z',
+    ]);
+  });
 });
 
 describe('describeHolder', () => {
