@@ -899,6 +899,36 @@ function secondInLine(ahead: string) {
   return { store, claimedAt, ...setup(store, { lineToken: 'me' }) };
 }
 
+/** A put behind `ahead` others in line, who joined a second apart, for lock-a held by another. */
+function behindInLine(ahead: number, options: { retryDelayMs: number; cheap?: boolean }) {
+  const store = new FakeStore(['lock-a'], []);
+  store.looksAreCheap = options.cheap ?? false;
+  store.line = Array.from({ length: ahead }, (_, n) =>
+    waiting(`ahead${n}`, (ahead + 1 - n) * 1_000),
+  );
+  return { store, ...setup(store, { lineToken: 'me', retryDelayMs: options.retryDelayMs }) };
+}
+
+/**
+ * Each second from now, lock-a's holder releases it and the first in line takes it, `takes` times;
+ * the release after that stays untaken.
+ */
+function handOverEachSecond(store: FakeStore, clock: FakeClock, takes: number) {
+  let next = clock.time + 1_000;
+  let taken = 0;
+  clock.onSleep = () => {
+    while (clock.time >= next && store.remote.claimed.has('lock-a')) {
+      store.otherMoves('lock-a', 'unclaimed');
+      if (taken < takes) {
+        store.otherMoves('lock-a', 'claimed');
+        store.line.shift();
+        taken++;
+      }
+      next += 1_000;
+    }
+  };
+}
+
 describe('LockPool in the waiting line', () => {
   it('leaves a free lock to the put that has waited longer, then takes the next in its claiming push', async () => {
     const store = new FakeStore([], ['lock-a']);
@@ -1174,22 +1204,10 @@ describe('LockPool in the waiting line', () => {
   });
 
   it('far back in a line that moves slowly, polls less often the further back it stands, and at the usual pace once near the front', async () => {
-    const store = new FakeStore(['lock-a'], []);
-    store.line = Array.from({ length: 8 }, (_, n) => waiting(`ahead${n}`, 9_000 - n * 1_000));
     // retry_delay 100ms: every put polls at 100 ms (the floor) wherever it stands, before.
-    const { pool, clock } = setup(store, { lineToken: 'me', retryDelayMs: 100 });
+    const { store, pool, clock } = behindInLine(8, { retryDelayMs: 100 });
     // Each second the holder releases lock-a and the first in line takes it.
-    let handOver = clock.time + 1_000;
-    clock.onSleep = () => {
-      while (clock.time >= handOver && store.remote.claimed.has('lock-a')) {
-        store.otherMoves('lock-a', 'unclaimed');
-        if (store.line[0] && store.line[0].token !== 'me') {
-          store.otherMoves('lock-a', 'claimed');
-          store.line.shift();
-        }
-        handOver += 1_000;
-      }
-    };
+    handOverEachSecond(store, clock, 8);
     expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
     const waited = clock.sleeps.reduce((a, b) => a + b, 0);
     expect(waited).toBeGreaterThan(8_000);
@@ -1210,25 +1228,10 @@ describe('LockPool in the waiting line', () => {
   ])(
     'far back, where a look %s, polls by %s, and takes the lock the puts ahead leave untaken',
     async (_, kind, cheap) => {
-      const store = new FakeStore(['lock-a'], []);
-      store.looksAreCheap = cheap;
-      store.line = Array.from({ length: 8 }, (_, n) => waiting(`ahead${n}`, 9_000 - n * 1_000));
-      const { pool, clock } = setup(store, { lineToken: 'me', retryDelayMs: 100 });
-      const start = clock.time;
+      const { store, pool, clock } = behindInLine(8, { retryDelayMs: 100, cheap });
       // Each second the holder releases lock-a and the first in line takes it, four times; then the
       // puts left ahead are gone, and the fifth release stays untaken.
-      let handOver = start + 1_000;
-      let released = false;
-      clock.onSleep = () => {
-        while (!released && clock.time >= handOver) {
-          store.otherMoves('lock-a', 'unclaimed');
-          if (handOver < start + 5_000) {
-            store.otherMoves('lock-a', 'claimed');
-            store.line.shift();
-          } else released = true;
-          handOver += 1_000;
-        }
-      };
+      handOverEachSecond(store, clock, 4);
       // How each poll asked the server, and how many puts were ahead then.
       const polls: { kind: string; ahead: number; free: boolean }[] = [];
       const ahead = () => store.line.filter((entry) => entry.token.startsWith('ahead')).length;
@@ -1261,10 +1264,7 @@ describe('LockPool in the waiting line', () => {
       // Eleven locks from the front (twelve puts ahead, one lock, held for long), retry_delay 1s:
       // nine times the pace of the puts near the front (farPollMs, 3 s, where each poll is a
       // fetch; slowestPollMs, 2 s, where it is a look).
-      const store = new FakeStore(['lock-a'], []);
-      store.looksAreCheap = cheap;
-      store.line = Array.from({ length: 12 }, (_, n) => waiting(`ahead${n}`, 13_000 - n * 1_000));
-      const { pool, clock } = setup(store, { lineToken: 'me', retryDelayMs: 1_000 });
+      const { store, pool, clock } = behindInLine(12, { retryDelayMs: 1_000, cheap });
       const start = clock.time;
       let freedAt: number | undefined;
       clock.onSleep = () => {
