@@ -291,7 +291,12 @@ export class LockPool {
       }
       return { kind: 'done', value };
     }
-    if (claim) this.claims.rejected(claim);
+    if (claim) {
+      this.claims.rejected(claim);
+      // Puts that start together would all race again for the locks left, each race a fetch and
+      // a push for every loser: in line, only the puts the free locks serve try for them.
+      await line?.waitFor(undefined, tip);
+    }
     return { kind: 'conflict', name: value.name };
   }
 

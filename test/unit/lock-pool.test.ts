@@ -1369,6 +1369,24 @@ describe('LockPool in the waiting line', () => {
     expect(store.line).toEqual([]);
   });
 
+  it('joins the line as soon as it loses a race for a free lock, and its claim takes it out', async () => {
+    const store = new FakeStore([], ['lock-a', 'lock-b']);
+    // A put that started with it takes lock-a between its read and its push.
+    store.beforePush = () => {
+      store.beforePush = undefined;
+      store.otherMoves('lock-a', 'claimed');
+      store.pushes.unshift('rejected');
+    };
+    const { pool, reporter } = setup(store, { lineToken: 'me' });
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-b');
+    expect(reporter.conflicts).toHaveLength(1);
+    // In line before its next attempt: the puts that started with it and lost too try for the
+    // locks left in their order, not all of them for each lock again.
+    expect(store.log.slice(3, 6)).toEqual(['push', 'join', 'sync']);
+    expect(store.log.at(-1)).toBe('push leaving');
+    expect(store.line).toEqual([]);
+  });
+
   it('spreads puts in line over the free locks, so they do not race each other', async () => {
     const taken: string[] = [];
     for (const [token, ago] of [
