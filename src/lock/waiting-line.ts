@@ -165,7 +165,10 @@ export interface LineSeen {
  * it takes to move up the `toFront` locks that leave it near the front, at the pace it has `seen`
  * the line move (unknown before its first look), never faster than pollMs and never slower than
  * slowestPollMs, or farPollMs for a put whose polls are fetches (`fetches`); far back, up to
- * backSlowdown times that.
+ * backSlowdown times that. One lock from the front, in a line seen moving faster than that, as
+ * fast as frontPollMs: with locks released more often than every retry_delay (several locks, short
+ * holds), a put there would otherwise learn a retry_delay late that its turn has come, and the
+ * lock would wait for it meanwhile.
  *
  * The pace is the time watched over the locks the puts that left ahead waited for, and one more
  * (the next to leave): a few departures seen early never read as a slow line, and a line that
@@ -184,7 +187,9 @@ export function backPollMs(
   const far = near * backSlowdown(toFront);
   const slowest = seen.departed > 0 ? far : Math.max(near, Math.min(far, seen.watchedMs / 2));
   const turnoverMs = seen.watchedMs / (seen.departed + 1);
-  return Math.max(pollMs(retryDelayMs), Math.min((toFront * turnoverMs) / 2, slowest));
+  const floor =
+    toFront <= 1 && seen.departed > 0 ? frontPollMs(retryDelayMs) : pollMs(retryDelayMs);
+  return Math.max(floor, Math.min((toFront * turnoverMs) / 2, slowest));
 }
 
 /**

@@ -174,6 +174,12 @@ describe('waiting line timings', () => {
     [1_000, 12, 20_000, 0, false, 10_000],
     // One has: the line's pace as seen.
     [1_000, 12, 3_000, 1, false, 9_000],
+    // One lock from the front of a line seen moving faster than retry_delay a lock: as the line
+    // moves, down to the front's pace (frontPollMs), not to learn of its turn a retry_delay late.
+    [1_000, 1, 4_000, 9, false, 200],
+    [1_000, 1, 3_000, 2, false, 500],
+    [1_000, 1, 1_000, 0, false, 1_000],
+    [1_000, 2, 4_000, 9, false, 1_000],
   ])(
     'further back with retry_delay %i ms, %i locks from the front, having watched the line %s ms as %i locks left ahead (fetching: %s), polls every %i ms',
     (retryDelayMs, toFront, watchedMs, departed, fetches, poll) => {
