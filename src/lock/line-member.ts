@@ -122,17 +122,16 @@ export class LineMember {
     return this.waitingFor;
   }
 
-  /**
-   * Joins the line to wait for `wait` (undefined: a race for a free lock lost, nothing to say yet);
-   * false when the remote refuses it (no line this run).
-   */
-  async waitFor(
-    wait: { reason: string; wanted: string[] } | undefined,
-    tip: string,
-  ): Promise<boolean> {
+  /** Joins the line to wait for `wait`; false when the remote refuses it (no line this run). */
+  async waitFor(wait: { reason: string; wanted: string[] }, tip: string): Promise<boolean> {
     if (!(await this.takePlace(tip))) return false;
-    if (wait) this.waitingFor = wait;
+    this.waitingFor = wait;
     return true;
+  }
+
+  /** Joins the line after a race for a free lock lost at `tip`, unless already in it. */
+  async joinAfterLostRace(tip: string): Promise<void> {
+    await this.takePlace(tip);
   }
 
   /** Notes the free and claimed locks at the synced tip (see LineWatch.observe). */

@@ -295,7 +295,7 @@ export class LockPool {
       this.claims.rejected(claim);
       // Puts that start together would all race again for the locks left, each race a fetch and
       // a push for every loser: in line, only the puts the free locks serve try for them.
-      await line?.waitFor(undefined, tip);
+      await line?.joinAfterLostRace(tip);
     }
     return { kind: 'conflict', name: value.name };
   }
