@@ -120,8 +120,9 @@ export class LockPool {
         clock: this.clock,
         signal: this.signal,
         onConflict: (name) => this.reporter.conflict(name),
-        // A put in line races no other put in line (they take different locks): the jitter
-        // would only hold up the hand-over it is entitled to.
+        // A put in line races only the others in line the same free locks serve (they take
+        // different locks, and each push lands on the one before): the jitter would only hold up
+        // the hand-over it is entitled to.
         jitterAfterConflict: () => !this.line?.inLine,
         onTransient: (error, attempt, delayMs) => this.reporter.transient(error, attempt, delayMs),
       });

@@ -214,7 +214,8 @@ export class LockHolders {
    * Moves each claim's lease to its latest renewal. A renewal is an empty `renewing: NAME` commit
    * carrying the claim's token (SPEC §10): it touches no file, so `git log -- path` never finds
    * it. It always comes after its claiming commit, which the copy holds, so the commits fetched
-   * hold every renewal; a token is unique to one put, so any `renewing:` commit with it counts.
+   * hold every renewal; a token is unique to one put, so a `renewing:` commit with it that names
+   * the lock counts (the locks of a set share their put's token).
    */
   private async renewLeases(found: Map<string, LockRecord>, signal?: AbortSignal) {
     const claims = [...found.values()].filter(({ state, token }) => state === 'claimed' && token);

@@ -405,7 +405,8 @@ describe('leases on several locks at once', () => {
       'renewing: lock-b',
     ]);
 
-    // Both leases now run an hour, past the claim's own: nothing to reap. A person reclaims one by hand.
+    // Both leases now run an hour, past the claim's own: nothing to reap. A person reclaims one
+    // by hand.
     await pastLease(lease.trim());
     const flags = ['--uri', daemon.url(repo.bare), '--branch', repo.branch, '--pool', 'pool'];
     succeeded(await reap());
