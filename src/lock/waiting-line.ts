@@ -218,10 +218,11 @@ export const FAR_BACK_LOCKS = 3;
 /**
  * The slowest a put far back polls where each poll is a fetch (times backSlowdown beyond
  * FAR_BACK_LOCKS): its own grace (goneAfterMs) less a second, almost twice slowestPollMs. A look
- * tells it only that the tip moved, and a put the line stalls on (the puts ahead of it gone) needs two of them to see the stall: one that sees the tip
- * move, and one a poll later that sees nobody ahead has left since, before it fetches. A fetch
- * shows it the free lock at once: one poll at this interval sees the stall sooner than two looks
- * at slowestPollMs, and leaves the second for the push that shows it is alive.
+ * tells it only that the tip moved, and a put the line stalls on (the puts ahead of it gone)
+ * needs two of them to see the stall: one that sees the tip move, and one a poll later that sees
+ * nobody ahead has left since, before it fetches. A fetch shows it the free lock at once: one
+ * poll at this interval sees the stall sooner than two looks at slowestPollMs, and leaves the
+ * second for the push that shows it is alive.
  */
 export function farPollMs(retryDelayMs: number): number {
   return Math.max(pollMs(retryDelayMs), 2 * Math.min(retryDelayMs, CREDIBLE_CEILING_MS) + 1_000);
