@@ -17,6 +17,7 @@ import { sshChannelCommand } from './ssh-channel-command.js';
 import { GIT_STOP_SIGNAL, processesWithHome, signalProcessesWithHome } from './child-processes.js';
 import type { GitEnvironment, GitIdentity } from './environment.js';
 import type { HttpRelay } from '../transport/http-relay.js';
+import type { KnownRef } from '../transport/kept-advertisements.js';
 import type { SshMux } from '../transport/ssh-mux.js';
 
 export interface GitRunOptions {
@@ -31,6 +32,11 @@ export interface GitRunOptions {
    * the environment as the others are, so the command line stays `git COMMAND …`.
    */
   config?: readonly (readonly [string, string])[];
+  /**
+   * For a push: the refs it goes to as the run knows them on the server. Through the run's relay
+   * they answer git's request for the server's (transport/kept-advertisements.ts).
+   */
+  pushesTo?: readonly KnownRef[];
 }
 
 /** The commands that talk to the lock repository itself, not only to the local copy. */
@@ -128,6 +134,7 @@ export class Git {
     if (!relay || !REMOTE_COMMANDS.has(args[0] ?? ''))
       return this.attempt(args, options, task, [], fromStdout);
     try {
+      relay.expectPush(options.pushesTo);
       return await this.attempt(args, options, task, relay.config);
     } catch (error) {
       if (relay.usable || error instanceof CancelledError || error instanceof GitTimeoutError)

@@ -19,7 +19,8 @@ export class BranchPush {
   ) {}
 
   /**
-   * Pushes `commit` to the branch. With `leaving`, the same push takes that entry out of the line,
+   * Pushes `commit`, made on the synced tip, to the branch. With `leaving` (and where its entry
+   * points on the remote, when the sync saw it), the same push takes that entry out of the line,
    * atomically: a claim that lost its race keeps its place in line.
    */
   async push(commit: string, signal?: AbortSignal, leaving?: WaitingEntry): Promise<PushOutcome> {
@@ -30,7 +31,8 @@ export class BranchPush {
       return outcome;
     }
     try {
-      return await this.pushCommit(commit, [`:${this.line.ref(leaving)}`], signal);
+      const entry = { ref: this.line.ref(leaving), id: leaving.at };
+      return await this.pushCommit(commit, [entry], signal);
     } catch (error) {
       // send-pack.c dies with this before sending anything when the server does not advertise
       // `atomic` (git 2.39); there is no other sign of it. Claim first, then leave the line.
@@ -43,15 +45,23 @@ export class BranchPush {
     }
   }
 
-  /** Pushes `commit` (and those before it since the sync), with `also` (more refspecs) in the same atomic push. */
+  /**
+   * Pushes `commit` (and those before it since the sync), deleting the refs `also` (where each
+   * points on the remote, if known) in the same atomic push.
+   */
   private async pushCommit(
     commit: string,
-    also: readonly string[],
+    also: readonly { ref: string; id?: string }[],
     signal?: AbortSignal,
   ): Promise<PushOutcome> {
     const branchRef = this.copy.branchRef;
-    const refspecs = [`${commit}:${branchRef}`, ...also];
+    const refspecs = [`${commit}:${branchRef}`, ...also.map(({ ref }) => `:${ref}`)];
     const leaving = also.length > 0;
+    // The refs as the sync saw them, for the run's relay to advertise (git/git.ts): all, or none.
+    const known = [{ ref: branchRef, id: this.copy.fetched }, ...also];
+    const pushesTo = known.every((ref): ref is { ref: string; id: string } => ref.id !== undefined)
+      ? known
+      : undefined;
     let out: string;
     try {
       out = await this.copy.run(
@@ -63,7 +73,7 @@ export class BranchPush {
           this.options.uri,
           ...refspecs,
         ],
-        { signal },
+        { signal, pushesTo },
       );
     } catch (error) {
       // Without a verdict for our ref the push may or may not have landed: a transient failure.

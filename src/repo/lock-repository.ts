@@ -112,10 +112,7 @@ export class LockRepository {
     return this.copy.run(args, options);
   }
 
-  /**
-   * The branch tip and the pool's waiting line on the remote, without fetching anything (see
-   * LineRefs.look).
-   */
+  /** The branch tip and the pool's waiting line on the remote, without fetching (LineRefs.look). */
   look(): Promise<{ tip: string | undefined; line: WaitingEntry[] }> {
     return this.line.look();
   }
@@ -318,11 +315,12 @@ export class LockRepository {
 
   /**
    * Pushes the last commit to the branch. With `leaving`, the same push takes that entry out of
-   * the line, atomically (see BranchPush).
+   * the line, atomically (see BranchPush), with where the sync saw that entry point.
    */
   async push(signal?: AbortSignal, leaving?: WaitingEntry): Promise<PushOutcome> {
     if (!this.committed) throw new Error('nothing committed to push');
-    return this.pusher.push(this.committed, signal, leaving);
+    const seen = leaving && this.fetchedLine.find(({ token }) => token === leaving.token);
+    return this.pusher.push(this.committed, signal, leaving && { ...leaving, at: seen?.at });
   }
 
   /**

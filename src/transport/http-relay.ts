@@ -30,9 +30,7 @@ import type {
 } from 'node:http';
 import {
   RELAY_TOKEN_HEADER,
-  asksCapabilities,
   changesRefs,
-  isV2,
   readBody,
   reply,
   requestHeaders,
@@ -41,6 +39,7 @@ import {
 } from './http-messages.js';
 import { proxyRoute, tunnelThrough, type HttpProxy } from './http-proxy.js';
 import { caInfoOf, isCaInfo, trustedAuthorities } from './http-trust.js';
+import { KeptAdvertisements, type KnownRef } from './kept-advertisements.js';
 
 export interface HttpRelaySettings {
   uri: string;
@@ -127,12 +126,8 @@ export class HttpRelay {
   private readonly base: string;
   /** What a request must carry in RELAY_TOKEN_HEADER to be forwarded. */
   private readonly token = nodeCrypto().randomBytes(16).toString('hex');
-  /**
-   * upload-pack's capability advertisement in protocol v2, which every fetch asks for first and
-   * which lists no refs: the same all run long, so the server is asked once (a request and an
-   * upload-pack on the server fewer per fetch; a round trip fewer for a claim after a poll).
-   */
-  private capabilities: { headers: OutgoingHttpHeaders; body: Buffer } | undefined;
+  /** What the relay answers git with itself (a request to the server and a round trip fewer). */
+  private readonly kept = new KeptAdvertisements();
   /** Aborted by `close`: a tunnel still being opened through the proxy gives up. */
   private readonly closing = new AbortController();
   /** The lock repository, as the request names it. */
@@ -229,7 +224,16 @@ export class HttpRelay {
 
   /** upload-pack's v2 capability advertisement, once a fetch of git's has asked it. */
   get knownCapabilities(): Buffer | undefined {
-    return this.capabilities?.body;
+    return this.kept.uploadPackCapabilities;
+  }
+
+  /**
+   * The refs the server is known to have that the next push of git's goes to, to answer its
+   * request for receive-pack's advertisement with once a push of the run's has brought the
+   * server's capabilities (kept-advertisements.ts); undefined: the server is asked.
+   */
+  expectPush(refs: readonly KnownRef[] | undefined): void {
+    this.kept.expectPush(refs);
   }
 
   private requestOn(
@@ -275,9 +279,10 @@ export class HttpRelay {
       reply(res, target === undefined ? 404 : 502, {}, Buffer.alloc(0));
       return;
     }
-    if (this.capabilities && asksCapabilities(req, target)) {
+    const kept = this.kept.answer(req, target);
+    if (kept) {
       req.resume();
-      reply(res, 200, this.capabilities.headers, this.capabilities.body);
+      reply(res, 200, kept.headers, kept.body);
       return;
     }
     readBody(req)
@@ -349,9 +354,12 @@ export class HttpRelay {
       }
       const headers = responseHeaders(answer.headers);
       answer.on('error', () => res.destroy());
-      if (status === 200 && asksCapabilities(req, path)) {
-        this.keepCapabilities(answer, headers).then(
-          (kept) => (kept ? reply(res, status, headers, kept) : res.destroy()),
+      if (status === 200 && this.kept.keeps(req, path)) {
+        wholeBody(answer).then(
+          (body) => {
+            if (body) this.kept.keep(req, path, headers, body);
+            if (!body || !reply(res, status, headers, body)) res.destroy();
+          },
           () => res.destroy(),
         );
         return;
@@ -373,27 +381,19 @@ export class HttpRelay {
     out.end(body);
   }
 
-  /** The answer to a capability request, whole; kept when it is a v2 capability advertisement. */
-  private async keepCapabilities(
-    answer: IncomingMessage,
-    headers: OutgoingHttpHeaders,
-  ): Promise<Buffer | undefined> {
-    const chunks: Buffer[] = [];
-    try {
-      for await (const chunk of answer as AsyncIterable<Buffer>) chunks.push(chunk);
-    } catch {
-      return undefined;
-    }
-    const body = Buffer.concat(chunks);
-    const type = String(headers['content-type'] ?? '');
-    const encoded = headers['content-encoding'] !== undefined;
-    if (type === 'application/x-git-upload-pack-advertisement' && !encoded && isV2(body))
-      this.capabilities = { headers: { ...headers, 'content-length': body.length }, body };
-    return body;
-  }
-
   private turnOff(res: ServerResponse, error: unknown): void {
     this.failure ??= error;
     reply(res, 502, {}, Buffer.alloc(0));
   }
+}
+
+/** An answer's body, whole; undefined when the server broke off. */
+async function wholeBody(answer: IncomingMessage): Promise<Buffer | undefined> {
+  const chunks: Buffer[] = [];
+  try {
+    for await (const chunk of answer as AsyncIterable<Buffer>) chunks.push(chunk);
+  } catch {
+    return undefined;
+  }
+  return Buffer.concat(chunks);
 }

@@ -16,10 +16,11 @@ const exec = promisify(execFile);
  * @typedef {object} HttpGitServer
  * @property {number} port
  * @property {(bareRepo: string) => string} url `http(s)://127.0.0.1:PORT/<path relative to the project root>`
- * @property {{ method: string, path: string, user?: string, protocol?: string, sent?: number, agent?: string, command?: string }[]} requests
- *   Requests seen: method, path, the user that authenticated (undefined when refused), the
- *   Git-Protocol header (`version=2`) when there was one, the bytes of git's answer (its body),
- *   the User-Agent, and for a protocol v2 request the command it sends (`ls-refs`, `fetch`).
+ * @property {{ method: string, path: string, service?: string, user?: string, protocol?: string, sent?: number, agent?: string, command?: string }[]} requests
+ *   Requests seen: method, path, the service an advertisement is asked for (`git-receive-pack`),
+ *   the user that authenticated (undefined when refused), the Git-Protocol header (`version=2`)
+ *   when there was one, the bytes of git's answer (its body), the User-Agent, and for a protocol
+ *   v2 request the command it sends (`ls-refs`, `fetch`).
  * @property {() => number} connections TCP connections accepted so far.
  * @property {string} [certificate] With tls, the server's self-signed certificate (PEM): its own
  *   authority, for a client to trust.
@@ -95,10 +96,12 @@ export async function startHttpGit(options) {
       return;
     }
     const protocol = options.v0Only ? undefined : req.headers['git-protocol'];
+    const service = url.searchParams.get('service');
     /** @type {HttpGitServer['requests'][number]} */
     const seen = {
       method: req.method ?? '',
       path: url.pathname,
+      ...(service ? { service } : {}),
       user: options.username,
       ...(protocol ? { protocol: String(protocol) } : {}),
       sent: 0,

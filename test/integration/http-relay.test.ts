@@ -1,9 +1,12 @@
 // Over HTTP(S) a run keeps one connection to the server for all its git commands and looks, as
 // over SSH it keeps one login: counted at the server, `git http-backend` behind basic auth.
+import { execFile as execFileCallback } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
+import { classifyPush } from '../../src/git/push-outcome.js';
 import { startHttpRelay, type HttpRelay } from '../../src/transport/http-relay.js';
 import {
   HTTP_PASSWORD as PASSWORD,
@@ -12,11 +15,13 @@ import {
   type HttpGitOptions,
   type HttpGitServer,
 } from '../helpers/http-git.js';
-import { git } from '../helpers/lock-repo.js';
+import { GIT_TEST_ENV, git } from '../helpers/lock-repo.js';
 import { runScript, startScript, type ScriptResult } from '../helpers/run-script.js';
 import { source } from '../helpers/source.js';
 import { freePort } from '../helpers/net.js';
 import { escape, scratchDir } from '../helpers/steps.js';
+
+const execFile = promisify(execFileCallback);
 
 let relay: HttpRelay | undefined;
 afterEach(() => {
@@ -126,6 +131,19 @@ describe('one connection per run over HTTP(S)', () => {
     const asked = requests.filter(
       ({ method, protocol }) => method === 'GET' && protocol === 'version=2',
     );
+    expect(asked).toHaveLength(1);
+  });
+
+  it("a put in line pushes its claim without asking for receive-pack's refs: its join brought the server's capabilities", async () => {
+    const { requests } = await waitForLock('100ms');
+    const pushes = requests.filter(
+      ({ method, path }) => method === 'POST' && path.endsWith('/git-receive-pack'),
+    );
+    const asked = requests.filter(
+      ({ method, service }) => method === 'GET' && service === 'git-receive-pack',
+    );
+    // The join, then the claim that takes the entry out with it.
+    expect(pushes).toHaveLength(2);
     expect(asked).toHaveLength(1);
   });
 
@@ -255,5 +273,58 @@ describe('the relay', () => {
     expect(answer.status).toBe(200);
     expect(answer.headers.get('content-type')).toBe('application/x-git-upload-pack-advertisement');
     expect(http.requests.at(-1)).toMatchObject({ path: '/locks.git/info/refs', user: USER });
+  });
+
+  it("answers a push with the refs the run knows once a push has brought the server's capabilities; a stale ref is a lost race", async () => {
+    const { repo: lockRepo, server: http, uri } = await served({ unclaimed: ['lock-a'] });
+    relay = (await startHttpRelay(
+      { uri, ...credentials, skipSslVerification: false, gitConfig: [] },
+      {},
+    ))!;
+    const config = relay.config.flatMap(([name, value]) => ['-c', `${name}=${value}`]);
+    const branch = `refs/heads/${lockRepo.branch}`;
+    const { work } = lockRepo;
+    /** A new commit on `parent` in the working clone, pushed through the relay. */
+    const pushOn = async (parent: string, message: string) => {
+      await git(work, 'reset', '-q', '--hard', parent);
+      await git(work, 'commit', '-q', '--allow-empty', '-m', message);
+      const commit = (await git(work, 'rev-parse', 'HEAD')).trim();
+      const porcelain = await execFile(
+        'git',
+        [...config, 'push', '--porcelain', '--', uri, `${commit}:${branch}`],
+        { cwd: work, env: GIT_TEST_ENV },
+      ).then(
+        ({ stdout }) => stdout,
+        (error: { stdout: string }) => error.stdout,
+      );
+      return { commit, outcome: classifyPush(porcelain, branch) };
+    };
+    const asked = () =>
+      http.requests.filter(
+        ({ method, service }) => method === 'GET' && service === 'git-receive-pack',
+      ).length;
+    const first = await lockRepo.tip();
+    // Nothing kept yet: the server is asked.
+    relay.expectPush([{ ref: branch, id: first }]);
+    const one = await pushOn(first, 'one');
+    expect(one.outcome).toBe('pushed');
+    expect(asked()).toBe(1);
+    // Its capabilities kept: the relay answers with the tip the run knows.
+    relay.expectPush([{ ref: branch, id: one.commit }]);
+    const two = await pushOn(one.commit, 'two');
+    expect(two.outcome).toBe('pushed');
+    expect(asked()).toBe(1);
+    expect(await lockRepo.tip()).toBe(two.commit);
+    // Another push lands first: the tip the run knows is stale, and the server rejects the update.
+    const other = await lockRepo.commit('another', async () => undefined);
+    relay.expectPush([{ ref: branch, id: two.commit }]);
+    const late = await pushOn(two.commit, 'late');
+    expect(late.outcome).toBe('rejected');
+    expect(asked()).toBe(1);
+    expect(await lockRepo.tip()).toBe(other);
+    // Once only: the next push asks the server.
+    const again = await pushOn(other, 'again');
+    expect(again.outcome).toBe('pushed');
+    expect(asked()).toBe(2);
   });
 });
