@@ -1,7 +1,7 @@
 // The git mechanism under the lock policy: the bare, shallow copy of the branch tip (BranchCopy),
 // reused across attempts, and the handful of lock-level actions the policy needs (the waiting
-// line's refs are LineRefs', the current claims ClaimReader's, the push BranchPush's). It never
-// sleeps and never decides; LockPool does both.
+// line's refs are LineRefs', the current claims ClaimReader's, the push BranchPush's, what the
+// history says of one lock SyncedHistory's). It never sleeps and never decides; LockPool does both.
 //
 // Cost is what keeps it here: every attempt is one fetch of the tip (one connection), one ls-tree,
 // one fast-import that writes the commit straight from the tip's trees (no checkout, no index,
@@ -28,6 +28,7 @@ import type { WaitingEntry } from '../lock/waiting-line.js';
 import { LineRefs } from './line-refs.js';
 import { BranchCopy, type FetchById, type Reach } from './branch-copy.js';
 import { BranchPush } from './branch-push.js';
+import { SyncedHistory } from './synced-history.js';
 import type { KeptRefs } from '../git/kept-refs.js';
 import {
   blobId,
@@ -86,6 +87,7 @@ export class LockRepository {
   /** The reader of claims (leases, fencing). */
   private readonly claimReader: ClaimReader;
   private readonly pusher: BranchPush;
+  private readonly history: SyncedHistory;
 
   constructor(
     private readonly git: Git,
@@ -102,6 +104,7 @@ export class LockRepository {
     this.claimReader = new ClaimReader(git, options, this.copy);
     this.line = new LineRefs(this.copy, options);
     this.pusher = new BranchPush(this.copy, this.line, options);
+    this.history = new SyncedHistory(this.copy, options.pool, (more) => this.deepen(more));
   }
 
   get branchRef(): string {
@@ -323,52 +326,14 @@ export class LockRepository {
     return this.pusher.push(this.committed, signal, leaving && { ...leaving, at: seen?.at });
   }
 
-  /**
-   * The newest commit in the synced history that touched this lock's file, deepening the
-   * shallow copy as needed (an update that changed nothing answers with it).
-   */
-  async lastCommitOf(state: LockState, name: string): Promise<string> {
-    const path = lockPath(this.options.pool, state, name);
-    // Bounded steps ending in the whole history (see BranchCopy.deepen for why not --deepen).
-    for (const more of [8, 128, 'all' as const, undefined]) {
-      const found = (
-        await this.run(['log', '-1', '--format=%H%n', this.synced(), '--', path])
-      ).trim();
-      if (found && !(await this.copy.shallowCommits()).has(found)) return found;
-      if (more === undefined || !(await this.deepen(more))) return found || this.synced();
-    }
-    return this.synced();
+  /** The newest commit in the synced history that touched this lock's file (SyncedHistory). */
+  lastCommitOf(state: LockState, name: string): Promise<string> {
+    return this.history.lastCommitOf(state, name);
   }
 
-  /**
-   * Whether the remote tip (as last synced) still carries this claim: the claim commit is in its
-   * history and nothing touched the claimed lock since. Deepens the shallow copy to find out,
-   * no further than the tip the claim was made on (`parent`), when it is known.
-   */
-  async holds(claim: { name: string; commit: string; parent?: string }): Promise<boolean> {
-    const claimedPath = lockPath(this.options.pool, 'claimed', claim.name);
-    for (const more of [16, 256, 'all' as const, undefined]) {
-      const tip = this.synced();
-      // Still at the tip the claim was made on: it has not landed.
-      if (claim.parent === tip) return false;
-      if (await this.copy.isAncestor(claim.commit, tip)) {
-        // `rev-list --count` always prints, so the answer costs one quick command.
-        const since = await this.run([
-          'rev-list',
-          '--count',
-          `${claim.commit}..${tip}`,
-          '--',
-          claimedPath,
-        ]);
-        return since.trim() === '0';
-      }
-      // The history fetched reaches back to the tip the claim was made on, so it would hold the
-      // claim had it landed: no need to fetch more.
-      if (claim.parent !== undefined && (await this.copy.isAncestor(claim.parent, tip)))
-        return false;
-      if (more === undefined || !(await this.deepen(more))) return false;
-    }
-    return false;
+  /** Whether the synced tip still carries this claim (SyncedHistory). */
+  holds(claim: { name: string; commit: string; parent?: string }): Promise<boolean> {
+    return this.history.holds(claim);
   }
 
   /** The current claims of `names` at the synced tip (see ClaimReader). */
