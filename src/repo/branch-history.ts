@@ -2,7 +2,7 @@
 // from the tip, fetched in one connection and deepened only when the question reaches past it.
 // The oldest commits of a shallow window have no parents here, so they seem to add every file:
 // answers never rest on them (the window is deepened instead).
-import { copyFile, rm } from 'node:fs/promises';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { OperationError } from '../base/errors.js';
 import type { Git } from '../git/git.js';
@@ -272,7 +272,9 @@ export class BranchHistory {
     // unpack-file writes the blob to a temporary file in the repository and prints its name.
     const temporary = join(this.gitDir, (await this.run(['unpack-file', blob])).trim());
     try {
-      await copyFile(temporary, target);
+      // Not copyFile: unpack-file's file is private (0600, mkstemp) and a copy keeps its mode. A
+      // task running as another user reads the metadata as it reads `name`, with the umask's mode.
+      await writeFile(target, await readFile(temporary));
     } finally {
       await rm(temporary, { force: true });
     }

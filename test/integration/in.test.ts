@@ -1,6 +1,6 @@
 // `in` with the request Concourse sends (in-process): the lock a version's commit is about,
 // written byte for byte, and the refusal to hand out a claim that was given up since.
-import { readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startGitDaemon } from '../helpers/git-daemon.js';
@@ -48,6 +48,13 @@ describe('in', () => {
     expect(succeeded(result)).toEqual(lockResponse(claim, 'lock-a'));
     expect(await written(dest)).toEqual({ name: 'lock-a\n', metadata: BINARY });
     expect(result.stderr).toContain('lock-a');
+  });
+
+  it('writes the metadata with the mode of every other file it writes (a task of another user reads it)', async () => {
+    const { result, dest } = await fetchLock(await otherClone(repo).claim('lock-a'));
+    succeeded(result);
+    const mode = async (file: string) => (await stat(join(dest, file))).mode & 0o777;
+    expect((await mode('metadata')).toString(8)).toBe((await mode('name')).toString(8));
   });
 
   it('still hands out a claim when only other locks changed since', async () => {

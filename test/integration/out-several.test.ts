@@ -1,7 +1,7 @@
 // Several locks in one put (SPEC §11): `count: N` and `claim: [a, b]` take all or none in one
 // push of one commit per lock, `in` of the set's version writes every lock, and a release of
 // that folder frees them all in one push. Over git daemon, with a hook counting the pushes.
-import { chmod, readdir, readFile, writeFile } from 'node:fs/promises';
+import { chmod, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
@@ -246,6 +246,8 @@ describe('in and release of a set', () => {
     expect(await readFile(join(dest, 'names'), 'utf8')).toBe('lock-a\nlock-c\n');
     expect((await readdir(join(dest, 'locks'))).sort()).toEqual(['lock-a', 'lock-c']);
     expect(await readFile(join(dest, 'locks', 'lock-c'), 'utf8')).toBe('region: ap\n');
+    const mode = async (file: string) => ((await stat(join(dest, file))).mode & 0o777).toString(8);
+    expect(await mode('locks/lock-c')).toBe(await mode('names'));
     const token = trailer((await commitInfo(pool.repo, response.version.ref)).body, 'Claim-Token');
     expect((await readFile(join(dest, 'claim_token'), 'utf8')).trim()).toBe(token);
 
