@@ -1,6 +1,6 @@
 // What each `out` operation does to a pool, as a pure decision over the pool's state: commit a
 // change, report what it observed, wait, or fail. No git, no clocks: table-tested on its own.
-import type { LockFilter } from '../base/lock-match.js';
+import { describeFilter, type LockFilter } from '../base/lock-match.js';
 import { expiredClaims, reclaimStep, renewStep, type Leases, type Reclaim } from './leases.js';
 import type { Change, PoolState } from './pool-state.js';
 
@@ -73,7 +73,7 @@ export function decide(
       operation.reclaimExpired && leases && freeLocks(pool).length < (operation.count ?? 1)
         ? expiredClaims(pool, leases)
         : [];
-    return decideAcquire(operation.count, pool, poolName, random, reclaimable, leases?.reclaimedBy);
+    return decideAcquire(operation, pool, poolName, random, reclaimable, leases?.reclaimedBy);
   }
   if ((operation.kind === 'claim' || operation.kind === 'release') && operation.names)
     return decideSet(operation.kind, operation.names, pool, poolName);
@@ -184,7 +184,8 @@ export function decide(
  * one that names a count the pool cannot reach fails at once.
  */
 function decideAcquire(
-  asked: number | undefined,
+  { count: asked, filter }: Extract<ResolvedOperation, { kind: 'acquire' }>,
+  /** With a filter, only the locks it lets through (lock-pool.ts). */
   pool: PoolState,
   poolName: string,
   random: () => number,
@@ -197,7 +198,7 @@ function decideAcquire(
   if (asked !== undefined && count > total) {
     return {
       kind: 'fail',
-      message: `cannot acquire ${count} locks: pool "${poolName}" holds ${total} (claimed and unclaimed)`,
+      message: `cannot acquire ${count} locks: pool "${poolName}" holds ${total}${filter ? ` that pass ${describeFilter(filter)}` : ''} (claimed and unclaimed)`,
     };
   }
   const free = freeLocks(pool);

@@ -129,6 +129,17 @@ describe('out acquire with match', () => {
     expect(await refs()).toBe(before);
   });
 
+  it('fails at once when fewer locks match than the count asks for, saying they are the matching ones', async () => {
+    await served({ claimed: { 'eu-1': 'region: eu\n' }, unclaimed: ENVS });
+    const before = await refs();
+    const result = await acquire({ count: 5, match: { region: 'eu' } });
+    refused(
+      result,
+      'error: cannot acquire 5 locks: pool "pool" holds 4 that pass match {region: eu} (claimed and unclaimed)',
+    );
+    expect(await refs()).toBe(before);
+  });
+
   it('takes the source match as the default; a params match replaces it, match: {} turns it off', async () => {
     await served({ unclaimed: ENVS });
     const byDefault = { match: { size: 'small' } };

@@ -197,6 +197,13 @@ describe('decide for several locks at once', () => {
       kind: 'fail',
       message: 'cannot acquire 4 locks: pool "p" holds 3 (claimed and unclaimed)',
     });
+    // With a filter the pool is the locks it lets through, and the message says so.
+    const filter = { match: new Map([['region', ['eu']]]) };
+    expect(decide({ kind: 'acquire', count: 4, filter }, pool(['a'], ['b']), 'p', first)).toEqual({
+      kind: 'fail',
+      message:
+        'cannot acquire 4 locks: pool "p" holds 2 that pass match {region: eu} (claimed and unclaimed)',
+    });
     // Without a count, an empty pool is waited on, as the reference does: locks may be added.
     expect(decide({ kind: 'acquire' }, pool([], []), 'p', first)).toMatchObject({ kind: 'wait' });
   });
