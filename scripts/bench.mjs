@@ -26,7 +26,8 @@
 // reference's scripts: its image's /opt/resource), each of those four runs again with the
 // reference's scripts, and the table sets them side by side. It runs
 // once more over HTTP (git http-backend
-// behind basic auth; --no-http leaves it out), counting TCP connections.
+// behind basic auth; --no-http leaves it out), counting TCP connections, and with --reference
+// the reference's scripts run it there too, and over SSH: the transports a shared host serves.
 //
 // Without --no-http the operations are also measured over HTTPS with the server a 50 ms round trip
 // away (a delaying TCP proxy), once as the resource runs (one connection per run) and once with git
@@ -59,7 +60,7 @@ import {
 } from './bench/operations.mjs';
 import { ASSETS, contention, opts, reps, REFERENCE, ROOT, sizes } from './bench/options.mjs';
 import { run } from './bench/process.mjs';
-import { measureReference, scenarios } from './bench/reference.mjs';
+import { measureReference, referenceScripts, scenarios } from './bench/reference.mjs';
 import { printTable } from './bench/report.mjs';
 import { prepareScripts, TIME } from './bench/scripts.mjs';
 import { HTTP_LOGIN, SSHD, startDaemon, startHttp } from './bench/servers.mjs';
@@ -142,6 +143,14 @@ async function main() {
           name: 'contention-http.git',
           extra: HTTP_LOGIN,
         });
+        if (REFERENCE) {
+          process.stderr.write("contention over HTTP with the reference's scripts…\n");
+          contentionResult.http.reference = await measureContention(root, http, {
+            name: 'contention-http-reference.git',
+            extra: HTTP_LOGIN,
+            scripts: referenceScripts(),
+          });
+        }
       } finally {
         await http.stop();
       }

@@ -44,7 +44,10 @@ export async function measureContention(
     script(name, request, {
       ...options,
       assets: scripts.assets,
-      env: { ...scripts.env, ...options.env },
+      // Another folder's scripts (the reference's) write ~/.ssh/config and ~/.netrc, and remove
+      // ~/.netrc, at every start: each worker gets a home of its own, as each Concourse step has
+      // a container of its own.
+      env: { ...(scripts.assets ? { HOME: options.tmp } : {}), ...scripts.env, ...options.env },
     });
   const holds = [];
   const acquires = [];

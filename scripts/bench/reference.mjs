@@ -1,6 +1,7 @@
 // @ts-check
 // The reference's scripts (--reference: its image's /opt/resource) under the same contention over
-// git daemon as the resource, scenario by scenario, so that the two compare within one run.
+// git daemon as the resource, scenario by scenario, so that the two compare within one run (and
+// over HTTP and SSH in the command line's scenario: bench.mjs, ssh.mjs).
 import { measureContention } from './contention.mjs';
 import { contention, REFERENCE } from './options.mjs';
 import { GIT_ENV } from './process.mjs';
@@ -29,17 +30,24 @@ export function scenarios() {
 }
 
 /**
- * Each scenario that `variants` says ran (the first always; the others unless --no-variants) with
- * the reference's scripts. Its image gives git an identity in its global config; here the
- * environment does.
+ * The reference's scripts, as `measureContention` runs another folder's. Its image gives git an
+ * identity in its global config; here the environment does.
  */
-export async function measureReference(root, daemon, variants) {
-  const scripts = {
+export function referenceScripts() {
+  return {
     assets: REFERENCE,
     env: Object.fromEntries(
       Object.entries(GIT_ENV).filter(([key]) => /^GIT_(AUTHOR|COMMITTER)_/.test(key)),
     ),
   };
+}
+
+/**
+ * Each scenario that `variants` says ran (the first always; the others unless --no-variants) with
+ * the reference's scripts.
+ */
+export async function measureReference(root, daemon, variants) {
+  const scripts = referenceScripts();
   const results = [];
   for (const [index, { label, settings }] of scenarios().entries()) {
     if (index > 0 && !variants) break;

@@ -144,6 +144,8 @@ export function printTable(results, contentionResult, ssh, https) {
   }
   if (https) lines.push('', ...httpsLines(https));
   if (ssh) lines.push('', ...sshLines(ssh));
+  const hosted = hostedPairs(contentionResult, ssh);
+  if (hosted.length > 0) lines.push('', ...hostedLines(hosted));
   lines.push('');
   lines.push('targets (ratios within this run)');
   for (const [label, ok] of targets(results, contentionResult, ssh, https))
@@ -282,6 +284,58 @@ function referenceLines(c) {
   return lines;
 }
 
+/**
+ * The contention runs over the transports a shared host serves (HTTP, SSH) that the reference's
+ * scripts ran too: each with its unit (what the server counted) and both runs.
+ */
+function hostedPairs(c, ssh) {
+  const pairs = [];
+  if (c?.http?.reference)
+    pairs.push({ name: 'HTTP', unit: 'TCP connections', ours: c.http, theirs: c.http.reference });
+  if (ssh?.reference && ssh.contention?.shared)
+    pairs.push({
+      name: 'SSH',
+      unit: 'SSH logins',
+      ours: ssh.contention.shared,
+      theirs: ssh.reference,
+    });
+  return pairs;
+}
+
+function hostedLines(pairs) {
+  const lines = [
+    `against the reference's scripts over HTTP and SSH, ${scenarioName(pairs[0].ours)}: resource / reference`,
+    pad('over', 8) +
+      pad('acquires/s', 24) +
+      pad('p95 (s)', 24) +
+      pad('connections per acquire', 28) +
+      'hand-over median, p95 (s)',
+  ];
+  for (const { name, unit, ours, theirs } of pairs) {
+    const cell = (f, digits) =>
+      `${f(ours).toFixed(digits)} / ${f(theirs).toFixed(digits)} (${ratio(f(ours), f(theirs))}×)`;
+    const ms = (f) => `${(f(ours) / 1000).toFixed(2)} / ${(f(theirs) / 1000).toFixed(2)}`;
+    lines.push(
+      pad(name, 8) +
+        pad(
+          cell((r) => r.throughput, 2),
+          24,
+        ) +
+        pad(
+          cell((r) => r.p95Ms / 1000, 2),
+          24,
+        ) +
+        pad(
+          cell((r) => r.connectionsPerAcquire, 1),
+          28,
+        ) +
+        `${ms((r) => r.handoverMedianMs)}, ${ms((r) => r.handoverP95Ms)}`,
+    );
+    lines.push(`        (connections: ${unit}; the reference, ${theirs.violations} violations)`);
+  }
+  return lines;
+}
+
 /** A git daemon contention run's connections per acquire, and which kinds they were. */
 function connectionsLine(c) {
   const looks =
@@ -374,6 +428,13 @@ export function targets(results, c, ssh, https) {
     list.push([
       `at least ${versus.minThroughputRatio}× the reference's throughput, ${scenarioName(ours)}: ${throughput.toFixed(2)}×`,
       throughput >= versus.minThroughputRatio,
+    ]);
+  }
+  for (const { name, unit, ours, theirs } of hostedPairs(c, ssh)) {
+    const connections = ours.connectionsPerAcquire / theirs.connectionsPerAcquire;
+    list.push([
+      `at most ${versus.maxConnectionsRatio}× the reference's ${unit} per acquire over ${name}, ${scenarioName(ours)}: ${connections.toFixed(2)}×`,
+      connections <= versus.maxConnectionsRatio,
     ]);
   }
   if (c?.http) {

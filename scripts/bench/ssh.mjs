@@ -6,7 +6,8 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { measureContention } from './contention.mjs';
 import { measureRound, setupSize, summarise } from './operations.mjs';
-import { opts, reps } from './options.mjs';
+import { opts, REFERENCE, reps } from './options.mjs';
+import { referenceScripts } from './reference.mjs';
 import { startSshd } from './servers.mjs';
 
 export const SSH_COMMITS = 100;
@@ -48,6 +49,25 @@ export async function measureSsh(root) {
           name: `contention-ssh-${key}.git`,
           extra,
           tmpRoot,
+        });
+      }
+      if (REFERENCE) {
+        process.stderr.write("contention over SSH with the reference's scripts…\n");
+        const scripts = referenceScripts();
+        result.reference = await measureContention(root, sshd, {
+          name: 'contention-ssh-reference.git',
+          extra,
+          // OpenSSH reads ~/.ssh/ from the user's passwd entry, not $HOME: the options the
+          // reference writes to ~/.ssh/config (its image's HOME is that entry's) go on the
+          // command line, and the host key it accepts nowhere, not in this machine's known_hosts.
+          scripts: {
+            ...scripts,
+            env: {
+              ...scripts.env,
+              GIT_SSH_COMMAND:
+                'ssh -F /dev/null -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=quiet',
+            },
+          },
         });
       }
     }
