@@ -100,12 +100,14 @@ function lastLines(text: string): string {
   return lines.join(' / ');
 }
 
+/** `322ms`, `2.4s`, `12m30s`, `1h5m`: rounded once, so 59m59.7s reads `1h`, never `59m60s`. */
 export function formatMs(ms: number): string {
   if (ms < 1000) return `${ms}ms`;
-  const seconds = ms / 1000;
-  if (seconds < 60) return `${Number(seconds.toFixed(1))}s`;
+  const tenths = Math.round(ms / 100) / 10;
+  if (tenths < 60) return `${tenths}s`;
+  const seconds = Math.round(ms / 1000);
   const minutes = Math.floor(seconds / 60);
-  const rest = Math.round(seconds - minutes * 60);
+  const rest = seconds - minutes * 60;
   if (minutes < 60) return rest ? `${minutes}m${rest}s` : `${minutes}m`;
   const hours = Math.floor(minutes / 60);
   const restMinutes = minutes - hours * 60;
