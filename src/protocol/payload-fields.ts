@@ -56,7 +56,8 @@ export function duration(
     allowZero,
     maxMs = MAX_DURATION_MS,
     maxText = '168h',
-  }: { allowZero: boolean; maxMs?: number; maxText?: string },
+    nanoseconds = true,
+  }: { allowZero: boolean; maxMs?: number; maxText?: string; nanoseconds?: boolean },
 ) {
   const problem = (message: string) => new Problem(`invalid payload (${message})`);
   return z.pipe(
@@ -66,6 +67,10 @@ export function duration(
     convert((value: string | number) => {
       if (typeof value === 'string' && value.length > MAX_DURATION_CHARS)
         return problem(`${field} must be a duration such as "10s"`);
+      if (typeof value === 'number' && !nanoseconds)
+        return problem(
+          `${field} must be a duration such as "30m", not a bare number (${printable(String(value))} would be nanoseconds)`,
+        );
       let ms: number;
       if (typeof value === 'number') {
         if (!Number.isSafeInteger(value))
@@ -91,9 +96,18 @@ export function duration(
  */
 export const MAX_LEASE_MS = 30 * 24 * 3600_000;
 
-/** `lease` and `lease_grace`: Go durations up to MAX_LEASE_MS. */
+/**
+ * `lease` and `lease_grace`: Go durations up to MAX_LEASE_MS, as text only. A bare number would
+ * be nanoseconds (as retry_delay's are, for the reference's sake), and `lease: 5` or
+ * `lease_grace: 300` meant as minutes or seconds would let anyone reclaim a live holder's lock.
+ */
 export function leaseDuration(field: string, { allowZero }: { allowZero: boolean }) {
-  return duration(field, { allowZero, maxMs: MAX_LEASE_MS, maxText: '720h (30 days)' });
+  return duration(field, {
+    allowZero,
+    maxMs: MAX_LEASE_MS,
+    maxText: '720h (30 days)',
+    nanoseconds: false,
+  });
 }
 
 export function requiredString(field: string) {

@@ -806,7 +806,21 @@ describe('lease settings (SPEC §10)', () => {
 
   it.each<[Record<string, unknown>, Record<string, unknown>, string]>([
     [{ lease: '0s' }, {}, 'invalid payload (lease must be more than zero)'],
-    [{ lease: 0 }, {}, 'invalid payload (lease must be more than zero)'],
+    [
+      { lease: 5 },
+      {},
+      'invalid payload (lease must be a duration such as "30m", not a bare number (5 would be nanoseconds))',
+    ],
+    [
+      { lease_grace: 300 },
+      {},
+      'invalid payload (lease_grace must be a duration such as "30m", not a bare number (300 would be nanoseconds))',
+    ],
+    [
+      {},
+      { lease: 3600 },
+      'invalid payload (lease must be a duration such as "30m", not a bare number (3600 would be nanoseconds))',
+    ],
     [{}, { lease: '-1m' }, 'invalid payload (lease must be more than zero)'],
     [{ lease: '720h1s' }, {}, 'invalid payload (lease is longer than 720h (30 days))'],
     [{ lease_grace: '-1s' }, {}, 'invalid payload (lease_grace must be zero or more)'],
