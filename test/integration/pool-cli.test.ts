@@ -77,6 +77,16 @@ describe('pool: bad input is one line naming what is wrong, exit 1', () => {
       /^error: pool status does not take --lock/,
     ],
     ['option without its value', ['status', '--uri'], /^error: option --uri needs a value/],
+    [
+      'option followed by another option',
+      ['report', '--html', '--uri', 'x'],
+      /^error: option --html needs a value, and the next argument starts with "-" \(write --html=VALUE/,
+    ],
+    [
+      'option-like value',
+      ['status', '--uri', '-oProxyCommand=x'],
+      /^error: option --uri needs a value, and the next argument starts with "-"/,
+    ],
     ['claim without a name', ['claim'], /^error: pool claim needs a lock NAME/],
     ['two names', ['release', 'a', 'b'], /^error: pool release takes one lock NAME, got 2/],
     ['unsafe lock name', ['claim', 'a/x'], /^error: lock name "a\/x" contains a path separator/],

@@ -286,7 +286,12 @@ function argumentError(error: unknown): string {
   const option = /'(-[^' ]+)/.exec(message)?.[1];
   if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && option)
     return `error: unknown option ${printable(option)} (see pool --help)`;
-  if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && option)
+  if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && option) {
+    // The value given starts with a dash: an option forgotten its value, or a value that would
+    // read as one (`--uri -oProxyCommand=…`); `--flag=-value` passes one on purpose.
+    if (/argument is ambiguous/.test(message))
+      return `error: option ${printable(option)} needs a value, and the next argument starts with "-" (write ${printable(option)}=VALUE to pass one that does)`;
     return `error: option ${printable(option)} ${/argument missing/.test(message) ? 'needs a value' : 'takes no value'}`;
+  }
   return `error: ${printable(message.split('\n')[0] ?? message)}`;
 }
