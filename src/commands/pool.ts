@@ -200,7 +200,7 @@ async function status(
   // What out can take: a file whose name out refuses is not a free lock.
   const free = entries.filter((entry) => entry.state === 'unclaimed' && !entry.problem).length;
   const gone = goneAtRest(line, { free, tip, tipTime: committed }, now, source.retryDelayMs);
-  return `${table}\n${lineTable(line, gone, now)}`;
+  return `${table}\n${lineTable(line, gone, now, wide)}`;
 }
 
 /** `pool report`'s window when --since is not given: a week, long enough to see the habits. */

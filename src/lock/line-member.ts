@@ -11,6 +11,7 @@ import {
   FAR_BACK_LOCKS,
   FRONT_SPARE,
   backPollMs,
+  earliest,
   entriesAhead,
   goneAfterMs,
   goneAt,
@@ -40,6 +41,8 @@ export interface LineMemberOptions {
   started: number;
   /** How many locks the put takes at once (default 1). */
   count?: number;
+  /** Who the put is, shown to people looking at the line (WaitingEntry.who). */
+  who?: string;
   /** Says something about the line worth a line on stderr (refused, left behind, place). */
   say(message: string): void;
 }
@@ -89,8 +92,10 @@ export class LineMember {
     private readonly clock: Clock,
     private readonly options: LineMemberOptions,
   ) {
-    const { started, retryDelayMs, token, count } = options;
-    this.me = { since: started, retryDelayMs, token, ...(count && count > 1 ? { count } : {}) };
+    const { started, retryDelayMs, token, count, who } = options;
+    this.me = { since: started, retryDelayMs, token };
+    if (count && count > 1) this.me.count = count;
+    if (who) this.me.who = who;
     this.movedAt = started;
     this.watch = new LineWatch(clock, retryDelayMs, (tip) => store.commitTime(tip));
     const rest = QUIET_AFTER_DELAYS * pollMs(retryDelayMs);
@@ -391,8 +396,4 @@ export class LineMember {
     );
     return false;
   }
-}
-
-function earliest(a: number | undefined, b: number | undefined): number | undefined {
-  return a === undefined ? b : b === undefined ? a : Math.min(a, b);
 }

@@ -42,6 +42,8 @@ export interface LockPoolOptions {
    * acquire waits as the reference does: whoever polls first after a release takes the lock.
    */
   lineToken?: string;
+  /** Who this put is, in its place in line for people to read (WaitingEntry.who). */
+  lineWho?: string;
   /**
    * What the caller calls its wait timeout, for the message when it runs out (default
    * `params.wait_timeout`, the put's parameter; the pool command's flag is `--wait-timeout`).
@@ -102,7 +104,7 @@ export class LockPool {
 
   async run(operation: ResolvedOperation): Promise<Outcome> {
     const started = this.clock.now();
-    const { lineToken, pool, retryDelayMs } = this.options;
+    const { lineToken, lineWho, pool, retryDelayMs } = this.options;
     // A put that wants only some locks stays out of the line: in it, it would hold back the
     // locks it does not want from the puts behind it (it polls, as the reference does).
     if (operation.kind === 'acquire' && lineToken !== undefined && !operation.filter) {
@@ -112,6 +114,7 @@ export class LockPool {
         token: lineToken,
         started,
         count: operation.count,
+        who: lineWho,
         say: (message) => this.reporter.line(message),
       });
     }

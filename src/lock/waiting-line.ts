@@ -19,6 +19,8 @@ export interface WaitingEntry {
   token: string;
   /** How many locks the put waits for, when more than one (`count`). */
   count?: number;
+  /** Who waits, for people to read (`team/pipeline/job #build`, an operator): see WHO_MAX. */
+  who?: string;
   /**
    * The commit the entry's ref points at: the branch tip its put last saw when it joined or
    * showed it was alive (see Stall), as read from the remote.
@@ -35,15 +37,18 @@ export function linePrefix(branch: string, pool: string): string {
 
 export function entryRef(prefix: string, entry: WaitingEntry): string {
   const count = (entry.count ?? 1) > 1 ? `-${entry.count}` : '';
-  return `${prefix}${entry.since}-${entry.retryDelayMs}-${entry.token}${count}`;
+  const encoded = entry.who ? encodeWho(entry.who) : '';
+  const who = encoded ? `.${encoded}` : '';
+  return `${prefix}${entry.since}-${entry.retryDelayMs}-${entry.token}${count}${who}`;
 }
 
 /** The entry a ref under `prefix` names; undefined for anything else found there. */
 export function parseEntryRef(prefix: string, ref: string): WaitingEntry | undefined {
   if (!ref.startsWith(prefix)) return undefined;
-  const match = /^(\d{1,15})-(\d{1,15})-([0-9a-z]{1,64})(?:-([1-9]\d{0,3}))?$/.exec(
-    ref.slice(prefix.length),
-  );
+  const match =
+    /^(\d{1,15})-(\d{1,15})-([0-9a-z]{1,64})(?:-([1-9]\d{0,3}))?(?:\.([0-9A-Za-z_%-]{1,200}))?$/.exec(
+      ref.slice(prefix.length),
+    );
   if (!match) return undefined;
   const entry: WaitingEntry = {
     since: Number(match[1]),
@@ -51,7 +56,50 @@ export function parseEntryRef(prefix: string, ref: string): WaitingEntry | undef
     token: match[3]!,
   };
   if (match[4] !== undefined && Number(match[4]) > 1) entry.count = Number(match[4]);
+  if (match[5] !== undefined) {
+    // Only as entryRef writes it: the put that takes a gone entry out names its ref again.
+    const who = decodeWho(match[5]);
+    if (who === undefined || encodeWho(who) !== match[5]) return undefined;
+    entry.who = who;
+  }
   return entry;
+}
+
+/**
+ * The most bytes `who` takes in a ref name, encoded: a ref's last part is a file name on the
+ * server (255 bytes at most), beside the time, retry_delay, token and count (about 70).
+ */
+export const WHO_MAX = 150;
+
+/**
+ * `who` as a part of a ref name: every byte but letters, digits, `_` and `-` as `%XX`, so none of
+ * git's forbidden characters (space, `:`, `~`, `..`, a trailing `.lock`) nor `/` can appear; cut,
+ * ending in `…`, to fit WHO_MAX.
+ */
+export function encodeWho(who: string): string {
+  const encode = (text: string) =>
+    [...Buffer.from(text, 'utf8')]
+      .map((byte) =>
+        /[0-9A-Za-z_-]/.test(String.fromCharCode(byte))
+          ? String.fromCharCode(byte)
+          : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`,
+      )
+      .join('');
+  const chars = [...who];
+  // A character takes a byte at least: more than WHO_MAX of them never fit.
+  for (let keep = Math.min(chars.length, WHO_MAX); keep > 0; keep--) {
+    const encoded = encode(keep === chars.length ? who : `${chars.slice(0, keep).join('')}…`);
+    if (encoded.length <= WHO_MAX) return encoded;
+  }
+  return '';
+}
+
+function decodeWho(encoded: string): string | undefined {
+  try {
+    return decodeURIComponent(encoded);
+  } catch {
+    return undefined;
+  }
 }
 
 /** How many locks these entries wait for, together. */
@@ -341,4 +389,9 @@ function refComponent(name: string): string {
       : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
   }
   return out;
+}
+
+/** The earlier of two moments, either of which may be unknown. */
+export function earliest(a: number | undefined, b: number | undefined): number | undefined {
+  return a === undefined ? b : b === undefined ? a : Math.min(a, b);
 }

@@ -25,6 +25,17 @@ export function buildInfoFromEnv(env: Readonly<Record<string, string | undefined
   };
 }
 
+/**
+ * Who a build is, said short, as `pool status` shows a holder (commands/pool/holder.ts):
+ * `team/pipeline/job #build`, `build #ID` for a one-off build, else its URL.
+ */
+export function buildLabel(build: BuildInfo): string | undefined {
+  const { team, pipeline, job, name, id, url } = build;
+  if (team && pipeline && job && name) return `${team}/${pipeline}/${job} #${name}`;
+  if (id) return `build #${id}`;
+  return url;
+}
+
 function buildUrl(env: Readonly<Record<string, string | undefined>>): string | undefined {
   const atc = env.ATC_EXTERNAL_URL?.replace(/\/+$/, '');
   if (!atc) return undefined;

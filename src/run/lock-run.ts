@@ -3,7 +3,7 @@
 import { join } from 'node:path';
 import { describeFilter } from '../base/lock-match.js';
 import { runReleasingAbandonedClaim } from './abandoned-claim.js';
-import { commitMessage, type BuildInfo } from '../protocol/build-info.js';
+import { buildLabel, commitMessage, type BuildInfo } from '../protocol/build-info.js';
 import type { CommandContext } from './context.js';
 import type { Git } from '../git/git.js';
 import { holderLookup } from '../repo/holder-lookup.js';
@@ -84,6 +84,7 @@ export async function runLockOperation(
       waitTimeoutMs,
       waitTimeoutSetting: options.waitTimeoutSetting,
       lineToken: token.replace(/[^0-9a-z]/gi, '').toLowerCase(),
+      lineWho: options.claimedBy ?? buildLabel(build),
       leaseGraceMs: source.leaseGraceMs,
       reclaimedBy: options.claimedBy ?? build.url ?? 'unknown',
       message: ({ subject, claiming, trailers }) => {

@@ -333,6 +333,46 @@ describe('pool status', () => {
     expect(JSON.parse(acquired.stdout).metadata).toContainEqual({ name: 'lock_name', value: 'a' });
   });
 
+  it('shows who waits in line and for how many locks, as the waiting put says it', async () => {
+    repo = await createLockRepo({ pool: { claimed: ['a', 'b'], unclaimed: ['c'] } });
+    const running = startScript(
+      'out',
+      {
+        source: { uri: repo.bare, branch: repo.branch, pool: 'pool', retry_delay: '100ms' },
+        params: { acquire: true, count: 2 },
+      },
+      {
+        args: [await tempDir()],
+        env: {
+          BUILD_TEAM_NAME: 'main',
+          BUILD_PIPELINE_NAME: 'deploy',
+          BUILD_JOB_NAME: 'integration',
+          BUILD_NAME: '42',
+          BUILD_ID: '1001',
+          ATC_EXTERNAL_URL: 'https://ci.example.com',
+        },
+      },
+    );
+    cleanups.push(async () => {
+      running.child.kill('SIGKILL');
+      await running.done;
+    });
+    await running.waitForStderr(/waiting for lock/);
+    const row = /^1\s+main\/deploy\/integration #42\s+2\s+\S+Z\s+\S+\s+waiting$/m;
+    let table = '';
+    for (let tries = 0; tries < 50 && !row.test(table); tries++)
+      table = (await pool(['status', ...sourceFlags()])).stdout;
+    expect(table).toMatch(row);
+    const report = JSON.parse((await pool(['report', '--json', ...sourceFlags()])).stdout) as {
+      waiting: { who?: string; locks: number }[];
+    };
+    expect(report.waiting).toMatchObject([{ who: 'main/deploy/integration #42', locks: 2 }]);
+    running.child.kill('SIGTERM');
+    expect((await running.done).code).toBe(143);
+    const prefix = `refs/pool-resource/waiting/${repo.branch}/pool/`;
+    expect(await git(repo.bare, 'for-each-ref', prefix)).toBe('');
+  });
+
   it('shows the waiting line, marks the puts gone, and the next put takes those out', async () => {
     repo = await createLockRepo({ pool: { unclaimed: ['a', 'c'], claimed: ['b'] } });
     const before = (await git(repo.bare, 'rev-parse', repo.branch)).trim();
@@ -352,17 +392,17 @@ describe('pool status', () => {
     // Killed while it waited, before the tip: it never showed it was alive since.
     const gone = `${prefix}${Date.now() - 900_000}-1000-gone`;
     await git(repo.bare, 'update-ref', gone, before);
-    // Joined at the tip: alive as far as anyone can tell.
-    const alive = `${prefix}${Date.now() - 60_000}-1000-alive`;
+    // Joined at the tip: alive as far as anyone can tell. It says who it is.
+    const alive = `${prefix}${Date.now() - 60_000}-1000-alive.main%2Fdeploy%2Fit%20%237`;
     await git(repo.bare, 'update-ref', alive, old);
 
     const table = await pool(['status', ...sourceFlags()]);
     expect(table.code, table.stderr).toBe(0);
     const lines = table.stdout.trimEnd().split('\n');
     expect(lines[4]).toBe('');
-    expect(lines[5]).toMatch(/^WAITING\s+SINCE\s+FOR\s+STATE$/);
-    expect(lines[6]).toMatch(/^1\s+\S+Z\s+15m\S*\s+gone \(left a free lock untaken\)$/);
-    expect(lines[7]).toMatch(/^2\s+\S+Z\s+1m\S*\s+waiting$/);
+    expect(lines[5]).toMatch(/^WAITING\s+WHO\s+LOCKS\s+SINCE\s+FOR\s+STATE$/);
+    expect(lines[6]).toMatch(/^1\s+\?\s+1\s+\S+Z\s+15m\S*\s+gone \(left a free lock untaken\)$/);
+    expect(lines[7]).toMatch(/^2\s+main\/deploy\/it #7\s+1\s+\S+Z\s+1m\S*\s+waiting$/);
     // --json stays a list of locks.
     expect(JSON.parse((await pool(['status', '--json', ...sourceFlags()])).stdout)).toHaveLength(3);
 

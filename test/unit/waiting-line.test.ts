@@ -1,6 +1,8 @@
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import {
+  encodeWho,
+  WHO_MAX,
   backPollMs,
   compareEntries,
   entriesAhead,
@@ -74,6 +76,31 @@ describe('waiting line refs', () => {
     ]) {
       expect(parseEntryRef(prefix, other)).toBeUndefined();
     }
+  });
+
+  it('names who waits in the ref, readably, within a file name, and reads it back', () => {
+    const prefix = linePrefix('master', 'envs');
+    const build = { ...entry(1767225600123, '0f3e9a', 1_000), count: 2, who: 'main/deploy/it #42' };
+    const ref = entryRef(prefix, build);
+    expect(ref).toBe(`${prefix}1767225600123-1000-0f3e9a-2.main%2Fdeploy%2Fit%20%2342`);
+    expect(parseEntryRef(prefix, ref)).toEqual(build);
+    // Whatever the names hold, git takes the ref and it reads back as it was written.
+    for (const who of ['a..b.lock', 'x:y~z^[*?]\\', 'tab\there', 'ü/ß #1', '@{1}', '.hidden.']) {
+      const named = entryRef(prefix, { ...build, who });
+      expect(() =>
+        execFileSync('git', ['check-ref-format', named], { stdio: 'ignore' }),
+      ).not.toThrow();
+      expect(parseEntryRef(prefix, named)?.who).toBe(who);
+    }
+    // A long name is cut to fit a file name on the server, ending in …, and still reads back.
+    const long = parseEntryRef(prefix, entryRef(prefix, { ...build, who: 'team/'.repeat(200) }));
+    expect(long?.who?.endsWith('…')).toBe(true);
+    expect(encodeWho(long!.who!).length).toBeLessThanOrEqual(WHO_MAX);
+    expect(entryRef(prefix, long!).length - prefix.length).toBeLessThan(255);
+    // Another spelling of the same name is not an entry: taking it out would name another ref.
+    expect(parseEntryRef(prefix, `${prefix}1-1-abc.main%2fdeploy`)).toBeUndefined();
+    expect(parseEntryRef(prefix, `${prefix}1-1-abc.%E0%A4`)).toBeUndefined();
+    expect(parseEntryRef(prefix, `${prefix}1-1-abc.`)).toBeUndefined();
   });
 
   it('keeps the line of a branch apart from that of a branch named like its pool folder', () => {

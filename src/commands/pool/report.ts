@@ -41,6 +41,10 @@ export interface LockFigures {
 }
 
 export interface WaitingFigures {
+  /** Who waits (`team/pipeline/job #build`, an operator), when the put said. */
+  who?: string;
+  /** How many locks it waits for. */
+  locks: number;
   since: string;
   waited_s: number;
 }
@@ -162,6 +166,8 @@ export function buildReport(input: {
     return figures;
   });
   const waiting = [...input.line].sort(compareEntries).map((entry) => ({
+    ...(entry.who === undefined ? {} : { who: entry.who }),
+    locks: entry.count ?? 1,
     since: formatInstant(new Date(entry.since)),
     waited_s: round(Math.max(0, until - entry.since) / 1000, 3),
   }));
@@ -333,6 +339,8 @@ export function reportHtml(report: Report): string {
     ]);
   const waitingRows = figures.waiting.map((entry, index) => [
     String(index + 1),
+    entry.who ?? '?',
+    String(entry.locks),
     entry.since,
     formatMs(Math.round(entry.waited_s * 1000)),
   ]);
@@ -356,7 +364,7 @@ ${table('figures', ['lock', 'held', 'claims', 'wait median', 'wait p95', 'longes
 <h2>Current holders</h2>
 ${table('holders', ['lock', 'holder', 'build', 'since', 'lease expires'], holderRows, 'No lock is claimed.')}
 <h2>Waiting line</h2>
-${table('waiting', ['#', 'since', 'waiting for'], waitingRows, 'Nobody is waiting.')}
+${table('waiting', ['#', 'who', 'locks', 'since', 'waiting for'], waitingRows, 'Nobody is waiting.')}
 </body>
 </html>
 `;

@@ -95,26 +95,34 @@ export function statusTable(entries: readonly StatusEntry[], now: number, wide =
   return columns(rows);
 }
 
+/** How wide the waiting line's WHO column gets unless --wide asks for it whole. */
+const WHO_WIDTH = 40;
+
 /**
- * The pool's waiting line, first come first: when each put started waiting, for how long, and
- * the ones taken for gone (a put killed while it waited, see goneAtRest), which the next put
- * through the line takes out.
+ * The pool's waiting line, first come first: who waits (`?` for a put that does not say, as
+ * older versions do not), for how many locks, since when and for how long, and the ones taken
+ * for gone (a put killed while it waited, see goneAtRest), which the next put through the line
+ * takes out.
  */
 export function lineTable(
   line: readonly WaitingEntry[],
   gone: readonly WaitingEntry[],
   now: number,
+  wide = false,
 ): string {
   const rows = [
-    ['WAITING', 'SINCE', 'FOR', 'STATE'],
-    ...[...line]
-      .sort(compareEntries)
-      .map((entry, index) => [
+    ['WAITING', 'WHO', 'LOCKS', 'SINCE', 'FOR', 'STATE'],
+    ...[...line].sort(compareEntries).map((entry, index) => {
+      const who = showable(entry.who ?? '?');
+      return [
         String(index + 1),
+        wide ? who : fit(who, WHO_WIDTH),
+        String(entry.count ?? 1),
         formatInstant(new Date(entry.since)),
         formatMs(Math.max(0, now - entry.since)),
         gone.includes(entry) ? 'gone (left a free lock untaken)' : 'waiting',
-      ]),
+      ];
+    }),
   ];
   return columns(rows);
 }
