@@ -60,13 +60,13 @@ describe('pool report --html in Chromium', () => {
     async () => {
       const known = await knownHistory();
       repo = known.repo;
-      // A put waiting for five minutes, as its ref in the line says.
+      // A put for two locks waiting for five minutes, as its ref in the line says, and who it is.
       const waitingSince = known.now - 5 * 60_000;
       const tip = (await git(repo.bare, 'rev-parse', repo.branch)).trim();
       await git(
         repo.bare,
         'update-ref',
-        `${linePrefix(repo.branch, 'pool')}${waitingSince}-10000-waiter`,
+        `${linePrefix(repo.branch, 'pool')}${waitingSince}-10000-waiter-2.main%2Fdeploy%2Fe2e%20%239`,
         tip,
       );
       const out = await tempDir('pool-report-');
@@ -152,7 +152,8 @@ describe('pool report --html in Chromium', () => {
       expect(holders[0]![4]).toBe('none');
       const waiting = await cells('waiting');
       expect(waiting).toHaveLength(1);
-      expect(waiting[0]![2]).toMatch(/^5m/);
+      expect(waiting[0]!.slice(0, 3)).toEqual(['1', 'main/deploy/e2e #9', '2']);
+      expect(waiting[0]![4]).toMatch(/^5m/);
 
       await mkdir(join(SCREENSHOT, '..'), { recursive: true });
       await page.screenshot({ path: SCREENSHOT, fullPage: true });
