@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { buildInfoFromEnv, commitMessage } from '../../src/protocol/build-info.js';
+import { buildInfoFromEnv, buildLabel, commitMessage } from '../../src/protocol/build-info.js';
 
 const JOB_BUILD = {
   ATC_EXTERNAL_URL: 'https://ci.example.com',
@@ -76,6 +76,27 @@ describe('buildInfoFromEnv', () => {
       name: undefined,
     });
     expect(buildInfoFromEnv({ BUILD_NAME: '1', BUILD_ID: '2' }).url).toBeUndefined();
+  });
+});
+
+describe('buildLabel', () => {
+  it.each([
+    [
+      {
+        BUILD_TEAM_NAME: 'main',
+        BUILD_PIPELINE_NAME: 'deploy',
+        BUILD_JOB_NAME: 'it',
+        BUILD_NAME: '7',
+        BUILD_ID: '99',
+      },
+      'main/deploy/it #7',
+    ],
+    // A one-off build has no job: its id, as Concourse's UI names it.
+    [{ BUILD_ID: '99', ATC_EXTERNAL_URL: 'https://ci.example.com' }, 'build #99'],
+    [{ BUILD_URL: 'https://ci.example.com/builds/99' }, 'https://ci.example.com/builds/99'],
+    [{}, undefined],
+  ])('%j says %s', (env, label) => {
+    expect(buildLabel(buildInfoFromEnv(env))).toBe(label);
   });
 });
 

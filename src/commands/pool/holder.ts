@@ -1,5 +1,6 @@
 // Who holds a lock, said short: `team/pipeline/job #build` from the claim's Build-* trailers, or
 // parsed from a Concourse build URL; anything else (an operator's `user@host`) as it is.
+import { buildLabel } from '../../protocol/build-info.js';
 
 /** The value of trailer `key` in `%(trailers:only,unfold)` text; the last one wins. */
 export function trailerValue(trailers: string, key: string): string | undefined {
@@ -22,15 +23,15 @@ export function shortHolder(by: string, trailers = ''): string {
   const pipeline = trailerValue(trailers, 'Build-Pipeline');
   const job = trailerValue(trailers, 'Build-Job');
   const name = trailerValue(trailers, 'Build-Name');
-  if (team && pipeline && job && name) return `${team}/${pipeline}/${job} #${name}`;
+  const trailed = buildLabel({ team, pipeline, job, name });
+  if (trailed) return trailed;
   const path = BUILD_PATH.exec(by);
   if (path) {
     const [t, p, j, n] = path.slice(1).map(decode);
-    return `${t}/${p}/${j} #${n}`;
+    return buildLabel({ team: t, pipeline: p, job: j, name: n }) ?? by;
   }
   const oneOff = /^https?:\/\//.test(by) ? ONE_OFF_BUILD.exec(by) : null;
-  if (oneOff) return `build #${decode(oneOff[1]!)}`;
-  return by;
+  return (oneOff && buildLabel({ id: decode(oneOff[1]!) })) || by;
 }
 
 function decode(part: string | undefined): string {
