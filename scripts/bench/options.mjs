@@ -29,8 +29,8 @@ export const { values: opts } = parseArgs({
     // The node the scripts run with (their `#!/usr/bin/env node` finds it first on PATH): the
     // machine's by default; the image's major version to measure the scripts as they run there.
     node: { type: 'string' },
-    // The reference's scripts (its image's /opt/resource), to run the contention over git daemon
-    // with them too and compare within one run.
+    // The reference's scripts (its image's /opt/resource), to run the contention with them too
+    // (over git daemon, and the first scenario over HTTP and SSH) and compare within one run.
     reference: { type: 'string' },
   },
 });
