@@ -253,29 +253,43 @@ function referencePairs(c) {
 const scenarioName = (r) =>
   `${r.workers} × ${r.locks}, ${r.retryDelay}${r.holdMs === contention.holdMs ? '' : `, held ${r.holdMs / 1000}s`}`;
 
+/** The figures set beside the reference's: title, width, figure, digits. */
+/** @type {[string, number, (r: any) => number, number][]} */
+const PAIR_COLUMNS = [
+  ['acquires/s', 24, (r) => r.throughput, 2],
+  ['p95 (s)', 24, (r) => r.p95Ms / 1000, 2],
+  ['connections per acquire', 28, (r) => r.connectionsPerAcquire, 1],
+];
+
+const both = (a, b, f, digits = 2) => `${f(a).toFixed(digits)} / ${f(b).toFixed(digits)}`;
+
+/** The header of a table of runs set beside the reference's, its first column `first`. */
+function pairHeader(first, width) {
+  return (
+    pad(first, width) +
+    PAIR_COLUMNS.map(([title, w]) => pad(title, w)).join('') +
+    'hand-over median, p95 (s)'
+  );
+}
+
+/** One run beside the reference's: ours / theirs, and their ratio. */
+function pairRow(label, width, ours, theirs) {
+  const cells = PAIR_COLUMNS.map(([, w, f, digits]) =>
+    pad(`${both(ours, theirs, f, digits)} (${ratio(f(ours), f(theirs))}×)`, w),
+  );
+  const median = both(ours, theirs, (r) => r.handoverMedianMs / 1000);
+  const p95 = both(ours, theirs, (r) => r.handoverP95Ms / 1000);
+  return pad(label, width) + cells.join('') + `${median}, ${p95}`;
+}
+
 /** The contention runs side by side with the reference's: ours / theirs, and their ratio. */
 function referenceLines(c) {
-  const both = (a, b, f, digits = 2) => `${f(a).toFixed(digits)} / ${f(b).toFixed(digits)}`;
-  /** @type {[string, number, (r: any) => number, number][]} title, width, figure, digits */
-  const columns = [
-    ['acquires/s', 24, (r) => r.throughput, 2],
-    ['p95 (s)', 24, (r) => r.p95Ms / 1000, 2],
-    ['connections per acquire', 28, (r) => r.connectionsPerAcquire, 1],
-  ];
   const lines = [
     `against the reference's scripts (${REFERENCE}), over git daemon in this run: resource / reference`,
-    pad('puts × locks, retry_delay', 26) +
-      columns.map(([title, width]) => pad(title, width)).join('') +
-      'hand-over median, p95 (s)',
+    pairHeader('puts × locks, retry_delay', 26),
   ];
-  for (const { ours, theirs } of referencePairs(c)) {
-    const cells = columns.map(([, width, f, digits]) =>
-      pad(`${both(ours, theirs, f, digits)} (${ratio(f(ours), f(theirs))}×)`, width),
-    );
-    const median = both(ours, theirs, (r) => r.handoverMedianMs / 1000);
-    const p95 = both(ours, theirs, (r) => r.handoverP95Ms / 1000);
-    lines.push(pad(scenarioName(ours), 26) + cells.join('') + `${median}, ${p95}`);
-  }
+  for (const { ours, theirs } of referencePairs(c))
+    lines.push(pairRow(scenarioName(ours), 26, ours, theirs));
   for (const { theirs } of referencePairs(c))
     if (theirs.violations > 0)
       lines.push(
@@ -305,32 +319,10 @@ function hostedPairs(c, ssh) {
 function hostedLines(pairs) {
   const lines = [
     `against the reference's scripts over HTTP and SSH, ${scenarioName(pairs[0].ours)}: resource / reference`,
-    pad('over', 8) +
-      pad('acquires/s', 24) +
-      pad('p95 (s)', 24) +
-      pad('connections per acquire', 28) +
-      'hand-over median, p95 (s)',
+    pairHeader('over', 8),
   ];
   for (const { name, unit, ours, theirs } of pairs) {
-    const cell = (f, digits) =>
-      `${f(ours).toFixed(digits)} / ${f(theirs).toFixed(digits)} (${ratio(f(ours), f(theirs))}×)`;
-    const ms = (f) => `${(f(ours) / 1000).toFixed(2)} / ${(f(theirs) / 1000).toFixed(2)}`;
-    lines.push(
-      pad(name, 8) +
-        pad(
-          cell((r) => r.throughput, 2),
-          24,
-        ) +
-        pad(
-          cell((r) => r.p95Ms / 1000, 2),
-          24,
-        ) +
-        pad(
-          cell((r) => r.connectionsPerAcquire, 1),
-          28,
-        ) +
-        `${ms((r) => r.handoverMedianMs)}, ${ms((r) => r.handoverP95Ms)}`,
-    );
+    lines.push(pairRow(name, 8, ours, theirs));
     lines.push(`        (connections: ${unit}; the reference, ${theirs.violations} violations)`);
   }
   return lines;
