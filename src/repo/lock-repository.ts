@@ -104,7 +104,12 @@ export class LockRepository {
     this.claimReader = new ClaimReader(git, options, this.copy);
     this.line = new LineRefs(this.copy, options);
     this.pusher = new BranchPush(this.copy, this.line, options);
-    this.history = new SyncedHistory(this.copy, options.pool, (more) => this.deepen(more));
+    this.history = new SyncedHistory(
+      this.copy,
+      options.pool,
+      () => this.synced(),
+      (more) => this.deepen(more),
+    );
   }
 
   get branchRef(): string {

@@ -8,6 +8,8 @@ export class SyncedHistory {
   constructor(
     private readonly copy: BranchCopy,
     private readonly pool: string,
+    /** The tip last synced (LockRepository's; it refuses a copy never synced). */
+    private readonly tip: () => string,
     /** Fetches `more` commits of history; false when the copy already holds it all. */
     private readonly deepen: (more: number | 'all') => Promise<boolean>,
   ) {}
@@ -58,11 +60,5 @@ export class SyncedHistory {
       if (more === undefined || !(await this.deepen(more))) return false;
     }
     return false;
-  }
-
-  private tip(): string {
-    const tip = this.copy.fetched;
-    if (tip === undefined) throw new Error('the working copy was never synced');
-    return tip;
   }
 }
