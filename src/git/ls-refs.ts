@@ -82,15 +82,20 @@ export function parseSessionAnswer(
   return refs && { version: 0, refs };
 }
 
-/** The `ls-refs` request for the refs under `prefixes`, in the repository's object format. */
+/**
+ * The `ls-refs` request for the refs under `prefixes`, in the repository's object format;
+ * `symrefs`: a symbolic ref (HEAD) says which ref it names.
+ */
 export function lsRefsRequest(
   prefixes: readonly string[],
   objectFormat: string | undefined,
+  options: { symrefs?: boolean } = {},
 ): Buffer {
   return Buffer.concat([
     pktLine('command=ls-refs\n'),
     ...(objectFormat ? [pktLine(`object-format=${objectFormat}\n`)] : []),
     Buffer.from('0001'),
+    ...(options.symrefs ? [pktLine('symrefs\n')] : []),
     ...prefixes.map((prefix) => pktLine(`ref-prefix ${prefix}\n`)),
     Buffer.from('0000'),
   ]);

@@ -81,9 +81,6 @@ export class LineMember {
   private readonly forecast: ReleaseForecast;
   /** The entries ahead at a look that found a tip this put has not fetched (see waitInLine). */
   private unfetched: string | undefined;
-  /** The tip at the last poll, and when this put last saw it move (see frontPollMs). */
-  private lastTip: string | undefined;
-  private movedAt: number;
   /** What this put has seen of the line and the free locks over time. */
   private readonly watch: LineWatch;
 
@@ -96,8 +93,7 @@ export class LineMember {
     this.me = { since: started, retryDelayMs, token };
     if (count && count > 1) this.me.count = count;
     if (who) this.me.who = who;
-    this.movedAt = started;
-    this.watch = new LineWatch(clock, retryDelayMs, (tip) => store.commitTime(tip));
+    this.watch = new LineWatch(clock, retryDelayMs, started, (tip) => store.commitTime(tip));
     const rest = QUIET_AFTER_DELAYS * pollMs(retryDelayMs);
     this.forecast = new ReleaseForecast(store, clock, retryDelayMs, rest);
   }
@@ -145,7 +141,7 @@ export class LineMember {
     this.claimedLocks = claimed;
     const others = this.store.syncedLine().some((entry) => entry.token !== this.me.token);
     // A look may have seen this tip before the fetch did.
-    const seen = this.lastTip === tip ? this.movedAt : this.clock.now();
+    const seen = this.watch.polledTip === tip ? this.watch.movedAt : this.clock.now();
     this.watch.observe(tip, free, others, seen);
   }
 
@@ -179,11 +175,11 @@ export class LineMember {
   /**
    * Waits in line until this put's turn may have come; returns the tip it fetched last if it
    * fetched one (the next attempt starts from it). Near the front, and far back where a look
-   * costs what a fetch does, each poll is a fetch (on a kept connection, looksAreCheap, a look,
-   * then a fetch once the tip has moved). Further back it looks: a tip change matters only to a
-   * put the free locks could reach, so it waits for the line to move, and fetches the tip it saw
-   * (LockStore.syncTo) only when the line ahead of it stands still for a poll (a lock may be free
-   * that nobody ahead takes). In a stall it also wakes when it has something to do (wakeAt).
+   * costs what a fetch does, each poll is a fetch (looksAreCheap: a look, then a fetch once the
+   * tip moved). Further back it looks, and fetches the tip it saw (syncTo) only once the free
+   * locks could reach it or the line ahead stood still for a poll (a lock nobody ahead takes).
+   * A poll that sees no tip move with no lock free costs nothing (tipNow). In a stall it also
+   * wakes when it has something to do (wakeAt).
    */
   async waitInLine(tip: string, wait: LineWait): Promise<string | undefined> {
     const retryDelayMs = this.options.retryDelayMs;
@@ -191,7 +187,8 @@ export class LineMember {
     let newest = tip;
     for (;;) {
       await wait.report(newest);
-      const busy = this.clock.now() - this.movedAt < QUIET_AFTER_DELAYS * pollMs(retryDelayMs);
+      const busy =
+        this.clock.now() - this.watch.movedAt < QUIET_AFTER_DELAYS * pollMs(retryDelayMs);
       const front = busy && this.ahead !== undefined && this.toFront() <= 0;
       // Far back where a look costs what a fetch does, each poll is a fetch (farPollMs).
       const far = !front && !this.store.looksAreCheap && this.toFront() >= FAR_BACK_LOCKS;
@@ -199,6 +196,11 @@ export class LineMember {
       let interval = front ? await this.frontPollInterval(tip) : this.backPollInterval(far);
       if (wake !== undefined) interval = Math.min(interval, wake - this.clock.now());
       await wait.pause(interval);
+      // No lock free and the branch still at the tip: nobody can have been served (tipNow).
+      if (this.placeSaid && this.free === 0 && (await this.store.tipNow()) === tip) {
+        if (wake !== undefined && this.clock.now() >= wake) return undefined;
+        continue;
+      }
       let remote: string | undefined;
       let seen: WaitingEntry[];
       if ((front || far) && !this.store.looksAreCheap) {
@@ -216,14 +218,8 @@ export class LineMember {
           presynced = remote;
         }
       }
-      if (remote !== this.lastTip) {
-        this.lastTip = remote;
-        this.movedAt = this.clock.now();
-      }
-      if (remote !== undefined) {
-        this.watch.sawTip(remote);
-        newest = remote;
-      }
+      this.watch.polled(remote);
+      newest = remote ?? newest;
       const present = this.watch.present(seen);
       // Taken out by a put that thought this one gone, or a join whose answer was lost.
       if (this.joined && !present.some((entry) => entry.token === this.me.token)) {

@@ -31,10 +31,14 @@ export class LineWatch {
   private readonly gone = new Set<string>();
   /** When this put first looked at the line. */
   private firstLook: number | undefined;
+  /** The tip at the last poll (see polled). */
+  private lastPolled: string | undefined;
 
   constructor(
     private readonly clock: Clock,
     private readonly retryDelayMs: number,
+    /** When this put last saw the tip move (the put's start until it first polls). */
+    private moved: number,
     /** When a tip this put synced was committed (ms, to the second), where known. */
     private readonly committedAt: (tip: string) => Promise<number | undefined>,
   ) {}
@@ -100,9 +104,23 @@ export class LineWatch {
     );
   }
 
-  /** A tip seen during the stall (a look's, between syncs). */
-  sawTip(tip: string): void {
-    this.stalled?.tips.add(tip);
+  /** The tip a poll saw (undefined: no branch): when it moved, and a tip seen in the stall. */
+  polled(tip: string | undefined): void {
+    if (tip !== this.lastPolled) {
+      this.lastPolled = tip;
+      this.moved = this.clock.now();
+    }
+    if (tip !== undefined) this.stalled?.tips.add(tip);
+  }
+
+  /** The tip at the last poll. */
+  get polledTip(): string | undefined {
+    return this.lastPolled;
+  }
+
+  /** When this put last saw the tip move (see polled; QUIET_AFTER_DELAYS in line-member.ts). */
+  get movedAt(): number {
+    return this.moved;
   }
 
   /** The line as seen now, without the entries taken to be gone; notes when each was first seen. */

@@ -343,7 +343,7 @@ export class LockPool {
         started,
       );
       if (until !== undefined && this.clock.now() >= until) return;
-      if ((await this.store.look()).tip !== tip) return;
+      if (((await this.store.tipNow()) ?? (await this.store.look()).tip) !== tip) return;
     }
   }
 

@@ -36,6 +36,11 @@ export interface LockStore {
   /** The remote branch tip and the pool's waiting line, without fetching (cheap polling). */
   look(): Promise<{ tip: string | undefined; line: WaitingEntry[] }>;
   /**
+   * The remote branch tip, where the store can read it without a new connection to the server
+   * (over git://, on a session kept for the wait: git/daemon-tip.ts); undefined where it cannot.
+   */
+  tipNow(): Promise<string | undefined>;
+  /**
    * When `commit` (a tip synced in this run) was committed (ms, to the second; its committer's
    * clock), if known.
    */

@@ -30,6 +30,7 @@ import { BranchCopy, type FetchById, type Reach } from './branch-copy.js';
 import { BranchPush } from './branch-push.js';
 import { SyncedHistory } from './synced-history.js';
 import type { KeptRefs } from '../git/kept-refs.js';
+import type { TipWatch } from '../git/daemon-tip.js';
 import {
   blobId,
   fastImportCommits,
@@ -61,6 +62,8 @@ export interface LockRepositoryOptions {
   refs?: KeptRefs;
   /** Whether a tip a look has just seen is fetched by its id (see syncTo); never when unset. */
   fetchById?: FetchById;
+  /** Reads the branch tip without a new connection, where the transport allows (tipNow). */
+  tipWatch?: TipWatch;
 }
 
 /** How many commits a keepHistory copy starts with. */
@@ -128,6 +131,11 @@ export class LockRepository {
   /** Whether `look` asks on a kept connection: polls may then look, and fetch once it moved. */
   get looksAreCheap(): boolean {
     return this.line.looksAreCheap;
+  }
+
+  /** The remote branch tip read on the run's kept session, where it has one (TipWatch). */
+  async tipNow(): Promise<string | undefined> {
+    return this.options.tipWatch?.tip();
   }
 
   /** Puts an entry in the pool's line, or moves it to the synced tip (see LineRefs.join). */

@@ -14,6 +14,7 @@ import { LockPool, type Outcome } from '../lock/lock-pool.js';
 import { LockRepository } from '../repo/lock-repository.js';
 import { FetchById } from '../repo/branch-copy.js';
 import { keptRefsFor } from '../git/kept-refs.js';
+import { daemonTipWatch } from '../git/daemon-tip.js';
 import { wireProtocolVersion } from '../git/environment.js';
 import { ProgressReporter } from './progress.js';
 import type { Source } from '../protocol/request.js';
@@ -42,6 +43,8 @@ export async function runLockOperation(
 ): Promise<Outcome> {
   const { git, home, source, build, waitTimeoutMs } = options;
   const refs = keptRefsFor(git, source, ctx.signal);
+  // Opens its session only when a put first waits.
+  const tipWatch = daemonTipWatch(source, ctx.signal);
   // Over protocol v2 a tip already seen (by a look, or by the put's own fetch) is fetched by its
   // id, the refs not listed again; over v0 (git://) the server advertises every ref on each
   // connection anyway.
@@ -55,6 +58,7 @@ export async function runLockOperation(
     line: operation.kind === 'acquire' && !operation.filter,
     refs,
     fetchById,
+    tipWatch,
     // A put from a get's folder checks the lock is still its claim (fencing): the commits since
     // the claim, fetched with the tip, usually tell without a fetch of their own.
     keepHistory: 'token' in operation && operation.token !== undefined,
@@ -110,7 +114,10 @@ export async function runLockOperation(
   );
   const run = runReleasingAbandonedClaim(ctx, pool, source, build, options.claimer);
   ctx.log.info(startLine(operation, source.pool));
-  const outcome = await run(operation).finally(() => refs?.close());
+  const outcome = await run(operation).finally(() => {
+    refs?.close();
+    tipWatch?.close();
+  });
   // One line per reclaimed lock (SPEC §10): whose claim went, and why.
   for (const reclaim of outcome.reclaimed ?? []) ctx.log.info(reclaimLine(operation, reclaim));
   if (operation.kind === 'reap' && (outcome.names.length === 0 || operation.dryRun)) {

@@ -177,6 +177,16 @@ describe('the waiting line', () => {
     await releaseToWaiting(waiting);
   });
 
+  it('waits behind a held lock at one connection to git daemon, and is served when it is freed', async () => {
+    const sessions = () => (daemon.log().match(/Request upload-pack /g) ?? []).length;
+    const waiting = await acquire('kept-session', {}, { retry_delay: '100ms' });
+    const before = sessions();
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    // Twenty polls, on one upload-pack session kept for the wait (git/daemon-tip.ts).
+    expect(sessions() - before).toBeLessThanOrEqual(1);
+    await releaseToWaiting(waiting);
+  });
+
   it('leaves the line when stopped, still ending within a second', async () => {
     const waiting = await acquire('stopped');
     expect(await lineRefs()).toHaveLength(1);
@@ -226,20 +236,28 @@ describe('the puts further back in line over git://', () => {
   /** The connections git daemon saw that asked for protocol v2: git itself asks v0 over git://. */
   const v2Sessions = () => daemon.log().match(/"protocol": version=2/g)?.length ?? 0;
 
-  /** Four puts wait 1.5 s behind the holder of lock-a, then stop; the v2 sessions meanwhile. */
+  /**
+   * Four puts wait 1.6 s behind the holder of lock-a while the branch moves three times (commits
+   * that free nothing), then stop; the v2 sessions meanwhile.
+   */
   async function lookedWithoutGit(extra: Record<string, unknown> = {}): Promise<number> {
     const waiting: RunningScript[] = [];
     for (const build of ['a', 'b', 'c', 'd'])
       waiting.push(await acquire(`back-${build}`, {}, { retry_delay: '200ms', ...extra }));
     const before = v2Sessions();
-    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    for (let move = 0; move < 3; move++) {
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      await repo.commit('a change that frees no lock', async () => undefined);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 400));
     const sessions = v2Sessions() - before;
     for (const run of waiting) expect((await stop(run, 'SIGTERM')).code).toBe(143);
     return sessions;
   }
 
   it('look at the branch and the line without git, a v2 session each', async () => {
-    expect(await lookedWithoutGit()).toBeGreaterThanOrEqual(2);
+    // Each put keeps one session to see the branch move (git/daemon-tip.ts); the others are looks.
+    expect(await lookedWithoutGit()).toBeGreaterThan(4);
   });
 
   it('leave the looks to git when git_config may send git elsewhere (url.<base>.insteadOf)', async () => {

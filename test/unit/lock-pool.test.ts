@@ -159,6 +159,15 @@ class FakeStore implements LockStore {
     return { tip: this.remoteCommit, line: [...this.line] };
   }
 
+  /** The branch tip can be read at no connection (see LockStore.tipNow). */
+  tipWatched = false;
+
+  async tipNow(): Promise<string | undefined> {
+    if (!this.tipWatched) return undefined;
+    this.log.push('tipNow');
+    return this.remoteCommit;
+  }
+
   /** What holdHistory answers: no hold seen, unless a test says otherwise. */
   holdsSeen: HoldHistory = { claimedAt: new Map(), holds: [] };
 
@@ -479,6 +488,19 @@ describe('LockPool', () => {
     expect(store.count('look')).toBe(4);
     expect(reporter.waits).toHaveLength(4);
     expect(store.count('commit')).toBe(1);
+  });
+
+  it('where the tip is watched (git://), polls it on the watch instead of looking', async () => {
+    const store = new FakeStore(['lock-a', 'lock-b'], []);
+    store.tipWatched = true;
+    const { pool, clock } = setup(store);
+    clock.onSleep = (index) => {
+      if (index === 3) store.otherMoves('lock-b', 'unclaimed');
+    };
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-b');
+    expect(store.count('tipNow')).toBe(4);
+    expect(store.count('look')).toBe(0);
+    expect(store.count('sync')).toBe(2);
   });
 
   it.each([
@@ -952,10 +974,6 @@ describe('LockPool in the waiting line', () => {
     ]);
     expect(store.count('join')).toBe(1);
     // Near the front the polls are fetches, a fifth of retry_delay apart (the first a random part).
-    console.log(
-      store.log.filter((l) => !l.startsWith('report')),
-      clock.sleeps,
-    );
     expect(clock.sleeps).toEqual([FRONT_POLL_MS / 2, FRONT_POLL_MS, FRONT_POLL_MS]);
     expect(store.log.at(-1)).toBe('push leaving');
     expect(store.line).toEqual([]);
@@ -985,6 +1003,36 @@ describe('LockPool in the waiting line', () => {
       'commit c2',
       'push leaving',
     ]);
+  });
+
+  it('where the tip is watched (git://), fetches only once it moved while no lock is free', async () => {
+    const store = new FakeStore(['lock-a'], []);
+    store.tipWatched = true;
+    await acquireReleasedAtFifthSleep(store);
+    // Its first poll looks (and says its place); then only the watch, until the release moves
+    // the tip: the fetch the claim starts from.
+    expect(store.log).toEqual([
+      'sync',
+      'join',
+      'look',
+      'holdHistory',
+      ...Array<string>(4).fill('tipNow'),
+      'sync',
+      'apply move lock-a',
+      'commit c2',
+      'push leaving',
+    ]);
+  });
+
+  it('where the tip is watched, still fetches at each poll while a lock stands free', async () => {
+    // The put ahead never takes the free lock: only fetches show how long it has stood free.
+    const store = new FakeStore([], ['lock-a']);
+    store.line = [waiting('ghost')];
+    store.tipWatched = true;
+    const { pool } = setup(store, { lineToken: 'me' });
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+    expect(store.log).toContain('leave ghost');
+    expect(store.count('tipNow')).toBe(0);
   });
 
   it('at the front of a quiet pool, polls at retry_delay again', async () => {

@@ -1,0 +1,140 @@
+// A put waiting on a git:// lock repository asks whether the branch moved on one session kept for
+// its wait (HEAD, which upload-pack resolves afresh each time), not a connection per poll. Against
+// a real git daemon on 127.0.0.1, and small fake servers for what git daemon does not do.
+import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { daemonTipWatch } from '../../src/git/daemon-tip.js';
+import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
+import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
+
+let repo: LockRepo;
+let daemon: GitDaemon;
+
+beforeAll(async () => {
+  repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
+  daemon = await startGitDaemon(repo.root);
+});
+
+afterAll(async () => {
+  await daemon?.stop();
+  await repo?.cleanup();
+});
+
+let server: Server | undefined;
+afterEach(() => {
+  server?.close();
+  server = undefined;
+});
+
+/** The sessions git daemon served (a probe that only connects asks for none). */
+const connections = () => (daemon.log().match(/Request upload-pack /g) ?? []).length;
+
+function watch(uri: string, branch = 'master', signal = new AbortController().signal) {
+  return daemonTipWatch({ uri, branch, gitTimeoutMs: 60_000, gitConfig: [] }, signal)!;
+}
+
+/** A TCP server on 127.0.0.1 doing `onConnection` with each connection; its git:// URI. */
+async function fakeDaemon(onConnection: (socket: Socket) => void): Promise<string> {
+  server = createServer(onConnection);
+  const listening = server;
+  await new Promise<void>((resolve) => listening.listen(0, '127.0.0.1', resolve));
+  return `git://127.0.0.1:${(listening.address() as AddressInfo).port}/locks.git`;
+}
+
+const pkt = (text: string) =>
+  `${(Buffer.byteLength(text) + 4).toString(16).padStart(4, '0')}${text}`;
+const CAPABILITIES = `${pkt('version 2\n')}${pkt('ls-refs=unborn\n')}${pkt('fetch=shallow\n')}0000`;
+
+describe('the branch tip over git://', () => {
+  it('one connection answers every question, and sees each push', async () => {
+    const tips = watch(daemon.url(repo.bare));
+    const before = connections();
+    for (let i = 0; i < 3; i++) expect(await tips.tip()).toBe(await repo.tip());
+    await repo.commit('unclaiming: nothing', async () => undefined);
+    expect(await tips.tip()).toBe(await repo.tip());
+    await repo.commit('unclaiming: nothing again', async () => undefined);
+    expect(await tips.tip()).toBe(await repo.tip());
+    expect(connections() - before).toBe(1);
+    tips.close();
+    expect(await tips.tip()).toBeUndefined();
+  });
+
+  it('a pool on a branch HEAD does not name: no answer, and no connection after the first', async () => {
+    await git(repo.bare, 'branch', 'other', 'master');
+    try {
+      const tips = watch(daemon.url(repo.bare), 'other');
+      const before = connections();
+      expect(await tips.tip()).toBeUndefined();
+      expect(await tips.tip()).toBeUndefined();
+      expect(connections() - before).toBe(1);
+    } finally {
+      await git(repo.bare, 'branch', '-D', 'other');
+    }
+  });
+
+  it('no watch for other URIs, nor where url.<base>.insteadOf may send git elsewhere', () => {
+    const settings = { branch: 'master', gitTimeoutMs: 1_000, gitConfig: [] };
+    const signal = new AbortController().signal;
+    expect(daemonTipWatch({ ...settings, uri: 'https://example.com/locks.git' }, signal)).toBe(
+      undefined,
+    );
+    const rewrite = [{ name: 'url.git://elsewhere/.insteadOf', value: 'git://here/' }];
+    expect(
+      daemonTipWatch({ ...settings, uri: 'git://here/locks.git', gitConfig: rewrite }, signal),
+    ).toBeUndefined();
+  });
+
+  it('a stop ends a question the server never answers at once', async () => {
+    const uri = await fakeDaemon(() => undefined);
+    const stop = new AbortController();
+    const tips = watch(uri, 'master', stop.signal);
+    const asked = tips.tip();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const stoppedAt = Date.now();
+    stop.abort();
+    expect(await asked).toBeUndefined();
+    expect(Date.now() - stoppedAt).toBeLessThan(100);
+  });
+
+  it('a session the server ends between questions is opened again, a few times at most', async () => {
+    let sessions = 0;
+    const id = 'a'.repeat(40);
+    // Answers one question per connection, then hangs up.
+    const uri = await fakeDaemon((socket) => {
+      sessions++;
+      let seen = '';
+      socket.on('data', (chunk) => {
+        seen += chunk.toString('latin1');
+        if (seen.includes('\0version=2\0') && !seen.includes('CAPS')) {
+          seen += 'CAPS';
+          socket.write(CAPABILITIES);
+        }
+        if (seen.includes('ref-prefix HEAD')) {
+          socket.end(`${pkt(`${id} HEAD symref-target:refs/heads/master\n`)}0000`);
+          seen = 'CAPS';
+        }
+      });
+    });
+    const tips = watch(uri);
+    for (let i = 0; i < 3; i++) {
+      expect(await tips.tip()).toBe(id);
+      // Let the hang-up arrive before the next question.
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(sessions).toBe(3);
+    expect(await tips.tip()).toBeUndefined();
+    expect(sessions).toBe(3);
+  });
+
+  it('a server that speaks only protocol v0: no answer, and no more connections', async () => {
+    let sessions = 0;
+    const uri = await fakeDaemon((socket) => {
+      sessions++;
+      socket.end(`${pkt(`${'b'.repeat(40)} HEAD\0multi_ack\n`)}0000`);
+    });
+    const tips = watch(uri);
+    expect(await tips.tip()).toBeUndefined();
+    expect(await tips.tip()).toBeUndefined();
+    expect(sessions).toBe(1);
+  });
+});
