@@ -12,6 +12,7 @@ import {
 import { GIT_KILL_GRACE_MS } from '../base/stop-budget.js';
 import { accessFailure } from './access-failure.js';
 import { daemonCommand } from './daemon-command.js';
+import { keptSessionCommand, type KeptSession } from './daemon-session.js';
 import { SOCKET_REMOTE, type FdCommand } from './fd-command.js';
 import { sshChannelCommand } from './ssh-channel-command.js';
 import { GIT_STOP_SIGNAL, processesWithHome, signalProcessesWithHome } from './child-processes.js';
@@ -37,6 +38,11 @@ export interface GitRunOptions {
    * they answer git's request for the server's (transport/kept-advertisements.ts).
    */
   pushesTo?: readonly KnownRef[];
+  /**
+   * A git:// lock repository's kept session, which takes the fetches it can instead of a
+   * connection of their own (daemon-session.ts).
+   */
+  session?: KeptSession;
 }
 
 /** The commands that talk to the lock repository itself, not only to the local copy. */
@@ -161,7 +167,7 @@ export class Git {
     let failure: GitCommandError | undefined;
     const env = withConfig(this.environment.env, [...relayed, ...(options.config ?? [])]);
     const cwd = options.cwd ?? this.environment.home;
-    const direct = fromStdout && this.fdCommand(args);
+    const direct = fromStdout && this.fdCommand(args, options.session);
     // git names the address it used: the relay's or the socket's, which the user never gave.
     const words = (output: Buffer[]) => {
       const text = Buffer.concat(output).toString('utf8');
@@ -247,8 +253,9 @@ export class Git {
   }
 
   /** `args` as a command on a connection of the run's, where the URI allows one. */
-  private fdCommand(args: readonly string[]): FdCommand | undefined {
+  private fdCommand(args: readonly string[], session?: KeptSession): FdCommand | undefined {
     const { daemon, ssh } = this.environment;
+    if (daemon && session) return keptSessionCommand(session, daemon, args);
     return (daemon && daemonCommand(daemon, args)) || (ssh && sshChannelCommand(ssh, args));
   }
 

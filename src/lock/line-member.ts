@@ -103,11 +103,6 @@ export class LineMember {
     return !this.refused;
   }
 
-  /** Whether this put's entry is on the remote, as far as it knows. */
-  get inLine(): boolean {
-    return this.joined;
-  }
-
   /** The entry a claim's push takes out of the line with it, when the put is in line. */
   get leavingEntry(): WaitingEntry | undefined {
     return this.joined ? this.me : undefined;
@@ -178,17 +173,17 @@ export class LineMember {
    * costs what a fetch does, each poll is a fetch (looksAreCheap: a look, then a fetch once the
    * tip moved). Further back it looks, and fetches the tip it saw (syncTo) only once the free
    * locks could reach it or the line ahead stood still for a poll (a lock nobody ahead takes).
-   * A poll that sees no tip move with no lock free costs nothing (tipNow). In a stall it also
-   * wakes when it has something to do (wakeAt).
+   * A poll that sees no tip move with no lock free costs nothing (tipNow); one that does, first
+   * in line, fetches on the same session. In a stall it wakes when it has something to do.
    */
   async waitInLine(tip: string, wait: LineWait): Promise<string | undefined> {
-    const retryDelayMs = this.options.retryDelayMs;
+    const quietAfterMs = QUIET_AFTER_DELAYS * pollMs(this.options.retryDelayMs);
     let presynced: string | undefined;
     let newest = tip;
+    let lastSeen = this.store.syncedLine(); // as the last look or fetch found it
     for (;;) {
       await wait.report(newest);
-      const busy =
-        this.clock.now() - this.watch.movedAt < QUIET_AFTER_DELAYS * pollMs(retryDelayMs);
+      const busy = this.clock.now() - this.watch.movedAt < quietAfterMs;
       const front = busy && this.ahead !== undefined && this.toFront() <= 0;
       // Far back where a look costs what a fetch does, each poll is a fetch (farPollMs).
       const far = !front && !this.store.looksAreCheap && this.toFront() >= FAR_BACK_LOCKS;
@@ -196,14 +191,24 @@ export class LineMember {
       let interval = front ? await this.frontPollInterval(tip) : this.backPollInterval(far);
       if (wake !== undefined) interval = Math.min(interval, wake - this.clock.now());
       await wait.pause(interval);
-      // No lock free and the branch still at the tip: nobody can have been served (tipNow).
-      if (this.placeSaid && this.free === 0 && (await this.store.tipNow()) === tip) {
+      // Far back whatever is free (puts ahead only leave, so it does not flip back and forth):
+      // no session held open for it (LockStore.unwatch).
+      const farBack = this.toFront() + this.free >= FAR_BACK_LOCKS;
+      if (farBack) this.store.unwatch();
+      const watched = this.placeSaid && !farBack ? await this.store.tipNow() : undefined;
+      // No lock free and the branch still at the tip: nobody can have been served.
+      if (watched === tip && this.free === 0) {
         if (wake !== undefined && this.clock.now() >= wake) return undefined;
         continue;
       }
       let remote: string | undefined;
       let seen: WaitingEntry[];
-      if ((front || far) && !this.store.looksAreCheap) {
+      if (watched !== undefined && front && this.ahead?.length === 0) {
+        // First in line, nobody ahead to leave it: the tip watched, fetched on the same session.
+        remote = await this.store.syncTo({ tip: watched, line: lastSeen });
+        seen = this.store.syncedLine();
+        presynced = remote;
+      } else if ((front || far) && !this.store.looksAreCheap) {
         remote = await this.store.sync();
         seen = this.store.syncedLine();
         presynced = remote;
@@ -218,6 +223,7 @@ export class LineMember {
           presynced = remote;
         }
       }
+      lastSeen = seen;
       this.watch.polled(remote);
       newest = remote ?? newest;
       const present = this.watch.present(seen);
@@ -233,8 +239,7 @@ export class LineMember {
           `waiting in line for pool "${this.options.pool}": ${ahead.length === 0 ? 'first' : `${ahead.length} ${ahead.length === 1 ? 'put' : 'puts'} ahead`}`,
         );
       }
-      const now = this.clock.now();
-      if (wake !== undefined && now >= wake) return presynced;
+      if (wake !== undefined && this.clock.now() >= wake) return presynced;
       if (remote !== tip) {
         // A branch gone (undefined) is the next sync's to report.
         if (front || far || remote === undefined) return presynced;
@@ -242,8 +247,7 @@ export class LineMember {
         const fetchSeen = () => this.store.syncTo({ tip: remote, line: seen });
         if (this.servedAfter(lockDemand(ahead) - 1)) return fetchSeen();
         // The tip moved, and for a whole poll nobody ahead has left the line: a lock may be free
-        // that nobody ahead takes. When locks change hands all the time, a tip that stands
-        // still would never come.
+        // that nobody ahead takes (with locks changing hands, a still tip would never come).
         const sights = ahead.map(sightKey).join(' ');
         if (this.unfetched === sights) return fetchSeen();
         this.unfetched = sights;

@@ -126,7 +126,7 @@ export class LockPool {
         // A put in line races only the others in line the same free locks serve (they take
         // different locks, and each push lands on the one before): the jitter would only hold up
         // the hand-over it is entitled to.
-        jitterAfterConflict: () => !this.line?.inLine,
+        jitterAfterConflict: () => !this.line?.leavingEntry,
         onTransient: (error, attempt, delayMs) => this.reporter.transient(error, attempt, delayMs),
       });
     } catch (error) {

@@ -37,9 +37,11 @@ export interface LockStore {
   look(): Promise<{ tip: string | undefined; line: WaitingEntry[] }>;
   /**
    * The remote branch tip, where the store can read it without a new connection to the server
-   * (over git://, on a session kept for the wait: git/daemon-tip.ts); undefined where it cannot.
+   * (over git://, on a session kept for the wait: git/daemon-session.ts); undefined where it cannot.
    */
   tipNow(): Promise<string | undefined>;
+  /** No tipNow for a while (a put far back): lets go of what answers it, a connection. */
+  unwatch(): void;
   /**
    * When `commit` (a tip synced in this run) was committed (ms, to the second; its committer's
    * clock), if known.

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { CancelledError, GitCommandError, OperationError } from '../base/errors.js';
 import { displayUri } from '../base/logger.js';
 import type { Git, GitRunOptions } from '../git/git.js';
+import type { KeptSession } from '../git/daemon-session.js';
 import { readRef } from '../git/refs.js';
 import { parseFetchHead, parseLsRemote, parseShallow, type RemoteRef } from './git-output.js';
 
@@ -22,6 +23,8 @@ export interface BranchCopyOptions {
   scratch?: boolean;
   /** Whether the run asks for commits by their id (fetchCommit); never when unset. */
   byId?: FetchById;
+  /** A git:// repository's kept session, where fetches go when it can take them. */
+  session?: KeptSession;
 }
 
 /**
@@ -83,7 +86,11 @@ export class BranchCopy {
 
   /** A git command in the copy. */
   run(args: readonly string[], options: Omit<GitRunOptions, 'cwd'> = {}) {
-    return this.git.run(args, { cwd: this.options.gitDir, ...options });
+    return this.git.run(args, {
+      cwd: this.options.gitDir,
+      session: this.options.session,
+      ...options,
+    });
   }
 
   /** Whether the copy is on disk (kept between runs by `check`). */
@@ -192,13 +199,16 @@ export class BranchCopy {
    * branch instead.
    */
   async fetchCommit(id: string, reach: Reach, signal?: AbortSignal): Promise<boolean> {
-    const byId = this.options.byId;
-    if (!byId?.usable) return false;
+    const { byId, session } = this.options;
+    // A kept session takes any commit by its id (daemon-session.ts).
+    const kept = session?.usable ?? false;
+    if (!byId?.usable && !kept) return false;
     try {
       await this.fetchTip(this.options.uri, id, reach, signal);
     } catch (error) {
       if (!(error instanceof GitCommandError) || signal?.aborted) throw error;
-      byId.refuse();
+      if (kept) session?.close();
+      else byId?.refuse();
       return false;
     }
     return true;

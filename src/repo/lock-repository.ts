@@ -30,7 +30,7 @@ import { BranchCopy, type FetchById, type Reach } from './branch-copy.js';
 import { BranchPush } from './branch-push.js';
 import { SyncedHistory } from './synced-history.js';
 import type { KeptRefs } from '../git/kept-refs.js';
-import type { TipWatch } from '../git/daemon-tip.js';
+import type { KeptSession } from '../git/daemon-session.js';
 import {
   blobId,
   fastImportCommits,
@@ -62,8 +62,11 @@ export interface LockRepositoryOptions {
   refs?: KeptRefs;
   /** Whether a tip a look has just seen is fetched by its id (see syncTo); never when unset. */
   fetchById?: FetchById;
-  /** Reads the branch tip without a new connection, where the transport allows (tipNow). */
-  tipWatch?: TipWatch;
+  /**
+   * A git:// repository's kept session: the branch tip read on it (tipNow), and the fetches it
+   * can take (git/daemon-session.ts).
+   */
+  session?: KeptSession;
 }
 
 /** How many commits a keepHistory copy starts with. */
@@ -103,6 +106,7 @@ export class LockRepository {
       // The run's private folder holds it (see LockRepositoryOptions.workdir).
       scratch: true,
       byId: options.fetchById,
+      session: options.session,
     });
     this.claimReader = new ClaimReader(git, options, this.copy);
     this.line = new LineRefs(this.copy, options);
@@ -133,9 +137,13 @@ export class LockRepository {
     return this.line.looksAreCheap;
   }
 
-  /** The remote branch tip read on the run's kept session, where it has one (TipWatch). */
+  /** The remote branch tip read on the run's kept session, where it has one. */
   async tipNow(): Promise<string | undefined> {
-    return this.options.tipWatch?.tip();
+    return this.options.session?.tip();
+  }
+
+  unwatch(): void {
+    this.options.session?.release();
   }
 
   /** Puts an entry in the pool's line, or moves it to the synced tip (see LineRefs.join). */

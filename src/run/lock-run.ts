@@ -14,7 +14,7 @@ import { LockPool, type Outcome } from '../lock/lock-pool.js';
 import { LockRepository } from '../repo/lock-repository.js';
 import { FetchById } from '../repo/branch-copy.js';
 import { keptRefsFor } from '../git/kept-refs.js';
-import { daemonTipWatch } from '../git/daemon-tip.js';
+import { daemonSession } from '../git/daemon-session.js';
 import { wireProtocolVersion } from '../git/environment.js';
 import { ProgressReporter } from './progress.js';
 import type { Source } from '../protocol/request.js';
@@ -43,11 +43,13 @@ export async function runLockOperation(
 ): Promise<Outcome> {
   const { git, home, source, build, waitTimeoutMs } = options;
   const refs = keptRefsFor(git, source, ctx.signal);
-  // Opens its session only when a put first waits.
-  const tipWatch = daemonTipWatch(source, ctx.signal);
+  // A put that keeps its place in line: it waits with a kept session where the server allows
+  // (git:// only), opened by its first fetch.
+  const line = operation.kind === 'acquire' && !operation.filter;
+  const session = line ? daemonSession(source, ctx.signal) : undefined;
   // Over protocol v2 a tip already seen (by a look, or by the put's own fetch) is fetched by its
   // id, the refs not listed again; over v0 (git://) the server advertises every ref on each
-  // connection anyway.
+  // connection anyway, and a commit is asked by its id on the kept session only.
   const fetchById = new FetchById(wireProtocolVersion(source.uri) === '2');
   const repository = new LockRepository(git, {
     uri: source.uri,
@@ -55,10 +57,10 @@ export async function runLockOperation(
     pool: source.pool,
     workdir: join(home, 'repository'),
     // A put with a filter waits outside the line (see LockPool.run): it needs no line refs.
-    line: operation.kind === 'acquire' && !operation.filter,
+    line,
     refs,
     fetchById,
-    tipWatch,
+    session,
     // A put from a get's folder checks the lock is still its claim (fencing): the commits since
     // the claim, fetched with the tip, usually tell without a fetch of their own.
     keepHistory: 'token' in operation && operation.token !== undefined,
@@ -116,7 +118,7 @@ export async function runLockOperation(
   ctx.log.info(startLine(operation, source.pool));
   const outcome = await run(operation).finally(() => {
     refs?.close();
-    tipWatch?.close();
+    session?.close();
   });
   // One line per reclaimed lock (SPEC §10): whose claim went, and why.
   for (const reclaim of outcome.reclaimed ?? []) ctx.log.info(reclaimLine(operation, reclaim));

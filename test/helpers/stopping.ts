@@ -53,13 +53,17 @@ export async function stop(run: RunningScript, signal: NodeJS.Signals): Promise<
 
 export interface SilentServer {
   port: number;
+  /** How many connections it has accepted. */
+  connections(): number;
   close(): Promise<void>;
 }
 
 /** Accepts every connection and never sends a byte: a remote that hangs. */
 export async function startSilentServer(port = 0): Promise<SilentServer> {
   const sockets = new Set<Socket>();
+  let accepted = 0;
   const server: Server = createServer((socket) => {
+    accepted++;
     sockets.add(socket);
     socket.on('error', () => undefined);
     socket.on('close', () => sockets.delete(socket));
@@ -69,6 +73,7 @@ export async function startSilentServer(port = 0): Promise<SilentServer> {
   if (address === null || typeof address === 'string') throw new Error('no port');
   return {
     port: address.port,
+    connections: () => accepted,
     close: () =>
       new Promise((resolve) => {
         for (const socket of sockets) socket.destroy();

@@ -168,6 +168,10 @@ class FakeStore implements LockStore {
     return this.remoteCommit;
   }
 
+  unwatch(): void {
+    if (this.tipWatched) this.log.push('unwatch');
+  }
+
   /** What holdHistory answers: no hold seen, unless a test says otherwise. */
   holdsSeen: HoldHistory = { claimedAt: new Map(), holds: [] };
 
@@ -1010,14 +1014,14 @@ describe('LockPool in the waiting line', () => {
     store.tipWatched = true;
     await acquireReleasedAtFifthSleep(store);
     // Its first poll looks (and says its place); then only the watch, until the release moves
-    // the tip: the fetch the claim starts from.
+    // the tip. First in line, it fetches the tip the watch saw (on the same session) and claims.
     expect(store.log).toEqual([
       'sync',
       'join',
       'look',
       'holdHistory',
       ...Array<string>(4).fill('tipNow'),
-      'sync',
+      'syncTo',
       'apply move lock-a',
       'commit c2',
       'push leaving',
@@ -1032,7 +1036,12 @@ describe('LockPool in the waiting line', () => {
     const { pool } = setup(store, { lineToken: 'me' });
     expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
     expect(store.log).toContain('leave ghost');
-    expect(store.count('tipNow')).toBe(0);
+    // Each poll that asked the watch fetched as well.
+    const polls = store.log.filter((entry) => ['tipNow', 'sync', 'syncTo'].includes(entry));
+    expect(store.count('tipNow')).toBeGreaterThan(5);
+    polls.forEach((entry, index) => {
+      if (entry === 'tipNow') expect(polls[index + 1]).toBe('sync');
+    });
   });
 
   it('at the front of a quiet pool, polls at retry_delay again', async () => {
@@ -1302,6 +1311,25 @@ describe('LockPool in the waiting line', () => {
       expect(store.line).toEqual([]);
     },
   );
+
+  it('far back over git://, lets the kept session go and asks it nothing until nearer', async () => {
+    const { store, pool, clock } = behindInLine(8, { retryDelayMs: 100 });
+    store.tipWatched = true;
+    // Each second the first in line is served, eight times; the ninth release is this put's.
+    handOverEachSecond(store, clock, 8);
+    const ahead = () => store.line.filter((entry) => entry.token.startsWith('ahead')).length;
+    const asked: number[] = [];
+    const ask = store.tipNow.bind(store);
+    store.tipNow = () => {
+      asked.push(ahead());
+      return ask();
+    };
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+    expect(store.log).toContain('unwatch');
+    // Only within FAR_BACK_LOCKS of the two next in line (four puts ahead, no lock free).
+    expect(asked.length).toBeGreaterThan(0);
+    expect(Math.max(...asked)).toBeLessThanOrEqual(4);
+  });
 
   it.each([
     ['where a look costs what a fetch does (git://)', false, 27_000],

@@ -1,9 +1,14 @@
-// A put waiting on a git:// lock repository asks whether the branch moved on one session kept for
-// its wait (HEAD, which upload-pack resolves afresh each time), not a connection per poll. Against
-// a real git daemon on 127.0.0.1, and small fake servers for what git daemon does not do.
+// A put waiting on a git:// lock repository keeps one session: its first fetch opens it, its polls
+// ask it whether the branch moved (HEAD, which upload-pack resolves afresh each time), and a commit
+// seen is fetched on it by its id, not a connection each. Against a real git daemon on 127.0.0.1,
+// and small fake servers for what git daemon does not do.
+import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { daemonTipWatch } from '../../src/git/daemon-tip.js';
+import { daemonSession } from '../../src/git/daemon-session.js';
+import { eventually } from '../helpers/eventually.js';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 
@@ -30,7 +35,7 @@ afterEach(() => {
 const connections = () => (daemon.log().match(/Request upload-pack /g) ?? []).length;
 
 function watch(uri: string, branch = 'master', signal = new AbortController().signal) {
-  return daemonTipWatch({ uri, branch, gitTimeoutMs: 60_000, gitConfig: [] }, signal)!;
+  return daemonSession({ uri, branch, gitTimeoutMs: 60_000, gitConfig: [] }, signal)!;
 }
 
 /** A TCP server on 127.0.0.1 doing `onConnection` with each connection; its git:// URI. */
@@ -40,6 +45,17 @@ async function fakeDaemon(onConnection: (socket: Socket) => void): Promise<strin
   await new Promise<void>((resolve) => listening.listen(0, '127.0.0.1', resolve));
   return `git://127.0.0.1:${(listening.address() as AddressInfo).port}/locks.git`;
 }
+
+/** git's environment for a command run on the session. */
+const gitEnv = () =>
+  Object.fromEntries(
+    Object.entries(process.env).filter(
+      (entry): entry is [string, string] => entry[1] !== undefined,
+    ),
+  );
+
+const localRef = async (gitDir: string, ref: string) =>
+  (await git(gitDir, 'rev-parse', ref)).trim();
 
 const pkt = (text: string) =>
   `${(Buffer.byteLength(text) + 4).toString(16).padStart(4, '0')}${text}`;
@@ -59,6 +75,64 @@ describe('the branch tip over git://', () => {
     expect(await tips.tip()).toBeUndefined();
   });
 
+  it("a put's first fetch opens the session, and its fetches by id go on it", async () => {
+    const local = await mkdtemp(join(tmpdir(), 'kept-session-'));
+    try {
+      await git(local, 'init', '--quiet', '--bare');
+      const kept = watch(daemon.url(repo.bare));
+      const options = { env: gitEnv(), cwd: local, signal: new AbortController().signal };
+      const before = connections();
+      // Listing refs, as the put's first fetch does: on a fresh session, fresh answers.
+      const first = await kept.fetch(
+        ['fetch', '--no-tags', '--depth=1', 'fd::3', '+refs/heads/master:refs/tip'],
+        options,
+      );
+      expect(first?.exitCode, first?.stderr.toString()).toBe(0);
+      expect(await localRef(local, 'refs/tip')).toBe(await repo.tip());
+      // Another list on it would be stale: that fetch makes a connection of its own.
+      expect(await kept.fetch(['fetch', 'fd::3', '+refs/heads/master:refs/x'], options)).toBe(
+        undefined,
+      );
+      for (let i = 0; i < 2; i++) {
+        const pushed = await repo.commit(`unclaiming: nothing ${i}`, async () => undefined);
+        expect(await kept.tip()).toBe(pushed);
+        const byId = await kept.fetch(
+          ['fetch', '--no-tags', 'fd::3', `+${pushed}:refs/tip`],
+          options,
+        );
+        expect(byId?.exitCode, byId?.stderr.toString()).toBe(0);
+        expect(await localRef(local, 'refs/tip')).toBe(pushed);
+      }
+      // A commit the copy has: git asks nothing, and the session stays.
+      expect(
+        (
+          await kept.fetch(
+            ['fetch', '--no-tags', 'fd::3', `+${await repo.tip()}:refs/again`],
+            options,
+          )
+        )?.exitCode,
+      ).toBe(0);
+      expect(await kept.tip()).toBe(await repo.tip());
+      expect(connections() - before).toBe(1);
+      kept.close();
+    } finally {
+      await rm(local, { recursive: true, force: true });
+    }
+  });
+
+  it('let go (a put far back in line), it ends at the server; the next question opens another', async () => {
+    const ended = () => (daemon.log().match(/\] Disconnected/g) ?? []).length;
+    const kept = watch(daemon.url(repo.bare));
+    const before = { sessions: connections(), ended: ended() };
+    expect(await kept.tip()).toBe(await repo.tip());
+    kept.release();
+    // git daemon's child for it exits: a connection git daemon no longer counts.
+    expect(await eventually(() => ended() > before.ended, 2_000)).toBe(true);
+    expect(await kept.tip()).toBe(await repo.tip());
+    expect(connections() - before.sessions).toBe(2);
+    kept.close();
+  });
+
   it('a pool on a branch HEAD does not name: no answer, and no connection after the first', async () => {
     await git(repo.bare, 'branch', 'other', 'master');
     try {
@@ -75,12 +149,12 @@ describe('the branch tip over git://', () => {
   it('no watch for other URIs, nor where url.<base>.insteadOf may send git elsewhere', () => {
     const settings = { branch: 'master', gitTimeoutMs: 1_000, gitConfig: [] };
     const signal = new AbortController().signal;
-    expect(daemonTipWatch({ ...settings, uri: 'https://example.com/locks.git' }, signal)).toBe(
+    expect(daemonSession({ ...settings, uri: 'https://example.com/locks.git' }, signal)).toBe(
       undefined,
     );
     const rewrite = [{ name: 'url.git://elsewhere/.insteadOf', value: 'git://here/' }];
     expect(
-      daemonTipWatch({ ...settings, uri: 'git://here/locks.git', gitConfig: rewrite }, signal),
+      daemonSession({ ...settings, uri: 'git://here/locks.git', gitConfig: rewrite }, signal),
     ).toBeUndefined();
   });
 
