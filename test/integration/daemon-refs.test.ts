@@ -1,10 +1,11 @@
 // A put waiting on a git:// lock repository looks at the refs without git: one connection to git
 // daemon per look, as git's ls-remote, asking protocol v2's ls-refs for the branch and the line
 // only. Against a real git daemon on 127.0.0.1.
-import { createServer, type AddressInfo, type Server } from 'node:net';
+
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { daemonRefsFor, daemonTarget } from '../../src/git/daemon-refs.js';
+import { fakeDaemons } from '../helpers/fake-daemon.js';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
 import { LINE_ENTRY, LOOKED, sha256Repository, withHostedRefs } from '../helpers/looked-refs.js';
@@ -25,25 +26,14 @@ afterAll(async () => {
   await repo?.cleanup();
 });
 
-let server: Server | undefined;
-afterEach(() => {
-  server?.close();
-  server = undefined;
-});
+const fakes = fakeDaemons();
+afterEach(() => fakes.closeAll());
 
 const looks = (uri: string, signal = new AbortController().signal) =>
   daemonRefsFor({ uri, gitTimeoutMs: 60_000 }, signal)!;
 
 /** The connections git daemon saw that asked for protocol v2 (git itself asks v0 over git://). */
 const v2Sessions = () => daemon.log().match(/"protocol": version=2/g)?.length ?? 0;
-
-/** A TCP server on 127.0.0.1 doing `onConnection` with each connection; its git:// URI. */
-async function fakeDaemon(onConnection: (socket: import('node:net').Socket) => void) {
-  server = createServer(onConnection);
-  const listening = server;
-  await new Promise<void>((resolve) => listening.listen(0, '127.0.0.1', resolve));
-  return `git://127.0.0.1:${(listening.address() as AddressInfo).port}/locks.git`;
-}
 
 describe('git:// looks', () => {
   it('ask only the branch and the line, one connection each, and see every change', async () => {
@@ -83,7 +73,7 @@ describe('git:// looks', () => {
       `${tip} refs/pull/1/head\n`,
       `${lineTip} ${LOOKED[1]}1-1000-abc\n`,
     ].map((line) => `${(Buffer.byteLength(line) + 4).toString(16).padStart(4, '0')}${line}`);
-    const uri = await fakeDaemon((socket) => socket.end(`${advertisement.join('')}0000`));
+    const uri = await fakes.start((socket) => socket.end(`${advertisement.join('')}0000`));
     const refs = looks(uri);
     for (let i = 0; i < 2; i++)
       expect(await refs.listRefs(LOOKED)).toEqual([
@@ -93,7 +83,7 @@ describe('git:// looks', () => {
   });
 
   it('a stop ends a look in flight at once', async () => {
-    const uri = await fakeDaemon(() => undefined);
+    const uri = await fakes.start(() => undefined);
     const run = new AbortController();
     const refs = looks(uri, run.signal);
     const look = refs.listRefs(LOOKED);
@@ -107,7 +97,7 @@ describe('git:// looks', () => {
 
   it('an answer that never ends is cut at 16 MiB', async () => {
     const block = Buffer.alloc(64 * 1024, 'y');
-    const uri = await fakeDaemon((socket) => {
+    const uri = await fakes.start((socket) => {
       const write = () => {
         while (!socket.destroyed && socket.write(block));
         if (!socket.destroyed) socket.once('drain', write);

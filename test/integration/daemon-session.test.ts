@@ -3,12 +3,13 @@
 // seen is fetched on it by its id, not a connection each. Against a real git daemon on 127.0.0.1,
 // and small fake servers for what git daemon does not do.
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { daemonSession } from '../../src/git/daemon-session.js';
 import { eventually } from '../helpers/eventually.js';
+import { fakeDaemons } from '../helpers/fake-daemon.js';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 
@@ -25,25 +26,14 @@ afterAll(async () => {
   await repo?.cleanup();
 });
 
-let server: Server | undefined;
-afterEach(() => {
-  server?.close();
-  server = undefined;
-});
+const fakes = fakeDaemons();
+afterEach(() => fakes.closeAll());
 
 /** The sessions git daemon served (a probe that only connects asks for none). */
 const connections = () => (daemon.log().match(/Request upload-pack /g) ?? []).length;
 
 function watch(uri: string, branch = 'master', signal = new AbortController().signal) {
   return daemonSession({ uri, branch, gitTimeoutMs: 60_000, gitConfig: [] }, signal)!;
-}
-
-/** A TCP server on 127.0.0.1 doing `onConnection` with each connection; its git:// URI. */
-async function fakeDaemon(onConnection: (socket: Socket) => void): Promise<string> {
-  server = createServer(onConnection);
-  const listening = server;
-  await new Promise<void>((resolve) => listening.listen(0, '127.0.0.1', resolve));
-  return `git://127.0.0.1:${(listening.address() as AddressInfo).port}/locks.git`;
 }
 
 /** git's environment for a command run on the session. */
@@ -159,7 +149,7 @@ describe('the branch tip over git://', () => {
   });
 
   it('a stop ends a question the server never answers at once', async () => {
-    const uri = await fakeDaemon(() => undefined);
+    const uri = await fakes.start(() => undefined);
     const stop = new AbortController();
     const tips = watch(uri, 'master', stop.signal);
     const asked = tips.tip();
@@ -174,7 +164,7 @@ describe('the branch tip over git://', () => {
     let sessions = 0;
     const id = 'a'.repeat(40);
     // Answers one question per connection, then hangs up.
-    const uri = await fakeDaemon((socket) => {
+    const uri = await fakes.start((socket) => {
       sessions++;
       let seen = '';
       socket.on('data', (chunk) => {
@@ -202,7 +192,7 @@ describe('the branch tip over git://', () => {
 
   it('a server that speaks only protocol v0: no answer, and no more connections', async () => {
     let sessions = 0;
-    const uri = await fakeDaemon((socket) => {
+    const uri = await fakes.start((socket) => {
       sessions++;
       socket.end(`${pkt(`${'b'.repeat(40)} HEAD\0multi_ack\n`)}0000`);
     });
