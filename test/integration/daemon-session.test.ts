@@ -12,6 +12,7 @@ import { eventually } from '../helpers/eventually.js';
 import { fakeDaemons } from '../helpers/fake-daemon.js';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
+import { sha256Repository } from '../helpers/looked-refs.js';
 
 let repo: LockRepo;
 let daemon: GitDaemon;
@@ -121,6 +122,39 @@ describe('the branch tip over git://', () => {
     expect(await kept.tip()).toBe(await repo.tip());
     expect(connections() - before.sessions).toBe(2);
     kept.close();
+  });
+
+  it('a sha256 repository: questions, and fetches by id, in its object format', async () => {
+    const { bare, tip } = await sha256Repository(repo.root);
+    const local = await mkdtemp(join(tmpdir(), 'kept-session-'));
+    try {
+      await git(local, 'init', '--quiet', '--bare', '--object-format=sha256');
+      const kept = watch(daemon.url(bare));
+      const options = { env: gitEnv(), cwd: local, signal: new AbortController().signal };
+      const before = connections();
+      const first = await kept.fetch(
+        ['fetch', '--no-tags', '--depth=1', 'fd::3', '+refs/heads/master:refs/tip'],
+        options,
+      );
+      expect(first?.exitCode, first?.stderr.toString()).toBe(0);
+      // Enough questions that Linux delays its ACKs (past a fresh connection's quick ones): the
+      // answers then come in parts, each answered by a kick (PktSession.kick).
+      for (let i = 0; i < 30; i++) expect(await kept.tip()).toBe(tip);
+      const work = join(repo.root, 'sha256-work');
+      await git(work, 'commit', '--quiet', '--allow-empty', '-m', 'unclaiming: nothing');
+      await git(work, 'push', '--quiet', bare, 'HEAD:refs/heads/master');
+      const moved = (await git(bare, 'rev-parse', 'master')).trim();
+      expect(await kept.tip()).toBe(moved);
+      const byId = await kept.fetch(['fetch', '--no-tags', 'fd::3', `+${moved}:refs/tip`], options);
+      expect(byId?.exitCode, byId?.stderr.toString()).toBe(0);
+      expect(await localRef(local, 'refs/tip')).toBe(moved);
+      // All on one session: nothing it was asked broke it.
+      expect(await kept.tip()).toBe(moved);
+      expect(connections() - before).toBe(1);
+      kept.close();
+    } finally {
+      await rm(local, { recursive: true, force: true });
+    }
   });
 
   it('a pool on a branch HEAD does not name: no answer, and no connection after the first', async () => {
