@@ -187,14 +187,15 @@ export class LineMember {
       const front = busy && this.ahead !== undefined && this.toFront() <= 0;
       // Far back where a look costs what a fetch does, each poll is a fetch (farPollMs).
       const far = !front && !this.store.looksAreCheap && this.toFront() >= FAR_BACK_LOCKS;
+      // Far back whatever is free (puts ahead only leave, so it does not flip back and forth),
+      // by the line fetched before its first look: no session held open (LockStore.unwatch).
+      const known = this.ahead ?? entriesAhead(this.store.syncedLine(), this.me);
+      const farBack = lockDemand(known) - FRONT_SPARE + 1 >= FAR_BACK_LOCKS;
+      if (farBack) this.store.unwatch();
       const wake = earliest(await this.wakeAt(), wait.wakeAt);
       let interval = front ? await this.frontPollInterval(tip) : this.backPollInterval(far);
       if (wake !== undefined) interval = Math.min(interval, wake - this.clock.now());
       await wait.pause(interval);
-      // Far back whatever is free (puts ahead only leave, so it does not flip back and forth):
-      // no session held open for it (LockStore.unwatch).
-      const farBack = this.toFront() + this.free >= FAR_BACK_LOCKS;
-      if (farBack) this.store.unwatch();
       const watched = this.placeSaid && !farBack ? await this.store.tipNow() : undefined;
       // No lock free and the branch still at the tip: nobody can have been served.
       if (watched === tip && this.free === 0) {
