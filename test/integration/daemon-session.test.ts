@@ -48,6 +48,33 @@ const gitEnv = () =>
 const localRef = async (gitDir: string, ref: string) =>
   (await git(gitDir, 'rev-parse', ref)).trim();
 
+const copies: string[] = [];
+afterEach(async () => {
+  for (const copy of copies.splice(0)) await rm(copy, { recursive: true, force: true });
+});
+
+/**
+ * A put's copy (`initArgs` for its `git init`) whose first fetch of the branch went on a new kept
+ * session of `bare`'s, as an acquire's does; `byId` fetches a commit on the session.
+ */
+async function firstFetch(bare: string, ...initArgs: string[]) {
+  const local = await mkdtemp(join(tmpdir(), 'kept-session-'));
+  copies.push(local);
+  await git(local, 'init', '--quiet', '--bare', ...initArgs);
+  const kept = watch(daemon.url(bare));
+  const options = { env: gitEnv(), cwd: local, signal: new AbortController().signal };
+  const before = connections();
+  // Listing refs, as the put's first fetch does: on a fresh session, fresh answers.
+  const first = await kept.fetch(
+    ['fetch', '--no-tags', '--depth=1', 'fd::3', '+refs/heads/master:refs/tip'],
+    options,
+  );
+  expect(first?.exitCode, first?.stderr.toString()).toBe(0);
+  const byId = (id: string, ref = 'refs/tip') =>
+    kept.fetch(['fetch', '--no-tags', 'fd::3', `+${id}:${ref}`], options);
+  return { local, kept, options, before, byId };
+}
+
 const pkt = (text: string) =>
   `${(Buffer.byteLength(text) + 4).toString(16).padStart(4, '0')}${text}`;
 const CAPABILITIES = `${pkt('version 2\n')}${pkt('ls-refs=unborn\n')}${pkt('fetch=shallow\n')}0000`;
@@ -67,48 +94,24 @@ describe('the branch tip over git://', () => {
   });
 
   it("a put's first fetch opens the session, and its fetches by id go on it", async () => {
-    const local = await mkdtemp(join(tmpdir(), 'kept-session-'));
-    try {
-      await git(local, 'init', '--quiet', '--bare');
-      const kept = watch(daemon.url(repo.bare));
-      const options = { env: gitEnv(), cwd: local, signal: new AbortController().signal };
-      const before = connections();
-      // Listing refs, as the put's first fetch does: on a fresh session, fresh answers.
-      const first = await kept.fetch(
-        ['fetch', '--no-tags', '--depth=1', 'fd::3', '+refs/heads/master:refs/tip'],
-        options,
-      );
-      expect(first?.exitCode, first?.stderr.toString()).toBe(0);
-      expect(await localRef(local, 'refs/tip')).toBe(await repo.tip());
-      // Another list on it would be stale: that fetch makes a connection of its own.
-      expect(await kept.fetch(['fetch', 'fd::3', '+refs/heads/master:refs/x'], options)).toBe(
-        undefined,
-      );
-      for (let i = 0; i < 2; i++) {
-        const pushed = await repo.commit(`unclaiming: nothing ${i}`, async () => undefined);
-        expect(await kept.tip()).toBe(pushed);
-        const byId = await kept.fetch(
-          ['fetch', '--no-tags', 'fd::3', `+${pushed}:refs/tip`],
-          options,
-        );
-        expect(byId?.exitCode, byId?.stderr.toString()).toBe(0);
-        expect(await localRef(local, 'refs/tip')).toBe(pushed);
-      }
-      // A commit the copy has: git asks nothing, and the session stays.
-      expect(
-        (
-          await kept.fetch(
-            ['fetch', '--no-tags', 'fd::3', `+${await repo.tip()}:refs/again`],
-            options,
-          )
-        )?.exitCode,
-      ).toBe(0);
-      expect(await kept.tip()).toBe(await repo.tip());
-      expect(connections() - before).toBe(1);
-      kept.close();
-    } finally {
-      await rm(local, { recursive: true, force: true });
+    const { local, kept, options, before, byId } = await firstFetch(repo.bare);
+    expect(await localRef(local, 'refs/tip')).toBe(await repo.tip());
+    // Another list on it would be stale: that fetch makes a connection of its own.
+    expect(await kept.fetch(['fetch', 'fd::3', '+refs/heads/master:refs/x'], options)).toBe(
+      undefined,
+    );
+    for (let i = 0; i < 2; i++) {
+      const pushed = await repo.commit(`unclaiming: nothing ${i}`, async () => undefined);
+      expect(await kept.tip()).toBe(pushed);
+      const fetched = await byId(pushed);
+      expect(fetched?.exitCode, fetched?.stderr.toString()).toBe(0);
+      expect(await localRef(local, 'refs/tip')).toBe(pushed);
     }
+    // A commit the copy has: git asks nothing, and the session stays.
+    expect((await byId(await repo.tip(), 'refs/again'))?.exitCode).toBe(0);
+    expect(await kept.tip()).toBe(await repo.tip());
+    expect(connections() - before).toBe(1);
+    kept.close();
   });
 
   it('let go (a put far back in line), it ends at the server; the next question opens another', async () => {
@@ -126,35 +129,22 @@ describe('the branch tip over git://', () => {
 
   it('a sha256 repository: questions, and fetches by id, in its object format', async () => {
     const { bare, tip } = await sha256Repository(repo.root);
-    const local = await mkdtemp(join(tmpdir(), 'kept-session-'));
-    try {
-      await git(local, 'init', '--quiet', '--bare', '--object-format=sha256');
-      const kept = watch(daemon.url(bare));
-      const options = { env: gitEnv(), cwd: local, signal: new AbortController().signal };
-      const before = connections();
-      const first = await kept.fetch(
-        ['fetch', '--no-tags', '--depth=1', 'fd::3', '+refs/heads/master:refs/tip'],
-        options,
-      );
-      expect(first?.exitCode, first?.stderr.toString()).toBe(0);
-      // Enough questions that Linux delays its ACKs (past a fresh connection's quick ones): the
-      // answers then come in parts, each answered by a kick (PktSession.kick).
-      for (let i = 0; i < 30; i++) expect(await kept.tip()).toBe(tip);
-      const work = join(repo.root, 'sha256-work');
-      await git(work, 'commit', '--quiet', '--allow-empty', '-m', 'unclaiming: nothing');
-      await git(work, 'push', '--quiet', bare, 'HEAD:refs/heads/master');
-      const moved = (await git(bare, 'rev-parse', 'master')).trim();
-      expect(await kept.tip()).toBe(moved);
-      const byId = await kept.fetch(['fetch', '--no-tags', 'fd::3', `+${moved}:refs/tip`], options);
-      expect(byId?.exitCode, byId?.stderr.toString()).toBe(0);
-      expect(await localRef(local, 'refs/tip')).toBe(moved);
-      // All on one session: nothing it was asked broke it.
-      expect(await kept.tip()).toBe(moved);
-      expect(connections() - before).toBe(1);
-      kept.close();
-    } finally {
-      await rm(local, { recursive: true, force: true });
-    }
+    const { local, kept, before, byId } = await firstFetch(bare, '--object-format=sha256');
+    // Enough questions that Linux delays its ACKs (past a fresh connection's quick ones): the
+    // answers then come in parts, each answered by a kick (PktSession.kick).
+    for (let i = 0; i < 30; i++) expect(await kept.tip()).toBe(tip);
+    const work = join(repo.root, 'sha256-work');
+    await git(work, 'commit', '--quiet', '--allow-empty', '-m', 'unclaiming: nothing');
+    await git(work, 'push', '--quiet', bare, 'HEAD:refs/heads/master');
+    const moved = (await git(bare, 'rev-parse', 'master')).trim();
+    expect(await kept.tip()).toBe(moved);
+    const fetched = await byId(moved);
+    expect(fetched?.exitCode, fetched?.stderr.toString()).toBe(0);
+    expect(await localRef(local, 'refs/tip')).toBe(moved);
+    // All on one session: nothing it was asked broke it.
+    expect(await kept.tip()).toBe(moved);
+    expect(connections() - before).toBe(1);
+    kept.close();
   });
 
   it('a pool on a branch HEAD does not name: no answer, and no connection after the first', async () => {
