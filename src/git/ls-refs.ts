@@ -17,26 +17,46 @@ export interface AdvertisedRef {
 function pktLines(body: Buffer, toFlush = false): (string | null)[] | undefined {
   const lines: (string | null)[] = [];
   let offset = 0;
-  while (offset + 4 <= body.length) {
-    const header = body.subarray(offset, offset + 4).toString('latin1');
-    if (!/^[0-9a-f]{4}$/.test(header)) return undefined;
-    const length = Number.parseInt(header, 16);
-    if (length === 0) {
-      lines.push(null);
-      offset += 4;
-      if (toFlush) return lines;
-      continue;
+  try {
+    for (const packet of packets(body)) {
+      offset += packet.length;
+      if (isFlush(packet)) {
+        lines.push(null);
+        if (toFlush) return lines;
+      } else if (packet.toString('latin1', 0, 4) < '0004') {
+        // A delimiter or response end: not in the answers read here.
+        return undefined;
+      } else lines.push(packetText(packet));
     }
-    if (length < 4 || offset + length > body.length) return undefined;
-    lines.push(
-      body
-        .subarray(offset + 4, offset + length)
-        .toString('utf8')
-        .replace(/\n$/, ''),
-    );
-    offset += length;
+  } catch {
+    return undefined;
   }
   return offset === body.length && !toFlush ? lines : undefined;
+}
+
+/** The whole packets at the start of `data`; throws on bytes that are no pkt-line header. */
+export function* packets(data: Buffer): Generator<Buffer> {
+  let offset = 0;
+  while (offset + 4 <= data.length) {
+    const header = data.subarray(offset, offset + 4).toString('latin1');
+    if (!/^[0-9a-f]{4}$/.test(header)) throw new Error('not a pkt-line');
+    const length = Number.parseInt(header, 16);
+    // 0000 flush, 0001 delimiter, 0002 response end: a header alone.
+    const size = length < 4 ? 4 : length;
+    if (length === 3) throw new Error('not a pkt-line');
+    if (offset + size > data.length) return;
+    yield data.subarray(offset, offset + size);
+    offset += size;
+  }
+}
+
+export function isFlush(packet: Buffer): boolean {
+  return packet.length === 4 && packet.toString('latin1') === '0000';
+}
+
+/** A packet's text, without its header and final newline. */
+export function packetText(packet: Buffer): string {
+  return packet.subarray(4).toString('utf8').replace(/\n$/, '');
 }
 
 /** One pkt-line of `text`. */

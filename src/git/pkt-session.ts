@@ -5,6 +5,7 @@
 // through unchanged, counted so the session is known to sit between answers when git is done.
 import { connect, type Socket } from 'node:net';
 import type { DaemonTarget } from './daemon-refs.js';
+import { isFlush, packetText, packets } from './ls-refs.js';
 
 /** An answer about a ref or two is a few lines; a session that sends this much is not answering. */
 const MAX_PENDING_BYTES = 64 * 1024;
@@ -135,7 +136,7 @@ export class PktSession {
         this.pending = this.pending.subarray(offset);
         return { lines: [...lines, null], raw };
       }
-      lines.push(packet.subarray(4).toString('utf8').replace(/\n$/, ''));
+      lines.push(packetText(packet));
     }
     return undefined;
   }
@@ -202,24 +203,4 @@ class PktSplitter {
     this.buffered = this.buffered.subarray(used);
     return whole;
   }
-}
-
-/** The whole packets at the start of `data`; throws on bytes that are no pkt-line header. */
-function* packets(data: Buffer): Generator<Buffer> {
-  let offset = 0;
-  while (offset + 4 <= data.length) {
-    const header = data.subarray(offset, offset + 4).toString('latin1');
-    if (!/^[0-9a-f]{4}$/.test(header)) throw new Error('not a pkt-line');
-    const length = Number.parseInt(header, 16);
-    // 0000 flush, 0001 delimiter, 0002 response end: a header alone.
-    const size = length < 4 ? 4 : length;
-    if (length === 3) throw new Error('not a pkt-line');
-    if (offset + size > data.length) return;
-    yield data.subarray(offset, offset + size);
-    offset += size;
-  }
-}
-
-function isFlush(packet: Buffer): boolean {
-  return packet.length === 4 && packet.toString('latin1') === '0000';
 }
