@@ -4,6 +4,7 @@
 import { writeFile, chmod } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '../helpers/eventually.js';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { startScript, type RunningScript, type ScriptResult } from '../helpers/run-script.js';
@@ -201,6 +202,26 @@ describe('the waiting line', () => {
     const stopped = await stop(waiting, 'SIGTERM');
     expect(stopped.code).toBe(143);
     expect(stopped.eofAfterSignal).toBeLessThan(1000);
+  });
+
+  it('stopped while it waits on its kept session, ends within a second and leaves no session open', async () => {
+    /** git daemon's children (one per connection) that have not said they disconnected. */
+    const open = () => {
+      const log = daemon.log();
+      const pids = (pattern: RegExp) => new Set([...log.matchAll(pattern)].map((m) => m[1]));
+      const ended = pids(/\[(\d+)\] Disconnected/g);
+      return [...pids(/\[(\d+)\] Connection from/g)].filter((pid) => !ended.has(pid));
+    };
+    const waiting = await acquire('stopped-on-session', {}, { retry_delay: '100ms' });
+    // Polls on the session a while: the put's one open connection.
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(open()).toHaveLength(1);
+    const stopped = await stop(waiting, 'SIGTERM');
+    expect(stopped.code).toBe(143);
+    expect(stopped.exitAfterSignal).toBeLessThan(1000);
+    expect(stopped.eofAfterSignal).toBeLessThan(1000);
+    // Its leaving push came and went; the session's upload-pack ended with the put.
+    expect(await eventually(() => open().length === 0, 2_000)).toBe(true);
   });
 
   it('leaves the line when wait_timeout ends the wait', async () => {
