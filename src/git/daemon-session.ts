@@ -84,7 +84,8 @@ export function keptSessionCommand(
 
 class DaemonSession implements KeptSession {
   private session: PktSession | undefined;
-  private sessions = 0;
+  /** Sessions lost (or refused) so far; one let go (release) is not lost. */
+  private lost = 0;
   private ended = false;
   /** What the server said when the current session opened, which git reads as its own. */
   private capabilities = Buffer.alloc(0);
@@ -153,7 +154,7 @@ class DaemonSession implements KeptSession {
       // A session lost while idle is opened again, a few times at most; a failure on a fresh one
       // ends it for the run.
       this.drop();
-      if (!idle || this.sessions >= MAX_SESSIONS) this.close();
+      if (!idle || ++this.lost >= MAX_SESSIONS) this.close();
       return this.usable ? this.ask() : undefined;
     }
   }
@@ -174,7 +175,7 @@ class DaemonSession implements KeptSession {
     try {
       session = idle ?? (await this.open(AbortSignal.any([options.signal, this.signal])));
     } catch {
-      if (this.sessions >= MAX_SESSIONS) this.close();
+      if (++this.lost >= MAX_SESSIONS) this.close();
       return undefined;
     }
     if (listing) this.listed = true;
@@ -191,9 +192,10 @@ class DaemonSession implements KeptSession {
 
   /** A new session: git daemon's request for upload-pack in protocol v2, and its capabilities. */
   private async open(signal: AbortSignal): Promise<PktSession> {
+    // One still here ended without being let go.
+    if (this.session) this.lost++;
     this.drop();
-    if (this.sessions >= MAX_SESSIONS) throw new Error('too many sessions');
-    this.sessions++;
+    if (this.lost >= MAX_SESSIONS) throw new Error('too many sessions lost');
     this.listed = false;
     const session = new PktSession(this.target);
     try {

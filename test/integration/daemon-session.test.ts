@@ -124,6 +124,13 @@ describe('the branch tip over git://', () => {
     expect(await eventually(() => ended() > before.ended, 2_000)).toBe(true);
     expect(await kept.tip()).toBe(await repo.tip());
     expect(connections() - before.sessions).toBe(2);
+    // Let go is not lost: however often, the next question opens another (a put that steps back
+    // and forth across the far-back mark keeps its watch).
+    for (let i = 0; i < 4; i++) {
+      kept.release();
+      expect(await kept.tip()).toBe(await repo.tip());
+    }
+    expect(connections() - before.sessions).toBe(6);
     kept.close();
   });
 
