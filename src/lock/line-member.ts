@@ -14,7 +14,6 @@ import {
   earliest,
   entriesAhead,
   goneAfterMs,
-  goneAt,
   lockDemand,
   pollMs,
   showLifeAfterMs,
@@ -120,7 +119,7 @@ export class LineMember {
 
   /** Joins the line to wait for `wait`; false when the remote refuses it (no line this run). */
   async waitFor(wait: { reason: string; wanted: string[] }, tip: string): Promise<boolean> {
-    if (!(await this.takePlace(tip))) return false;
+    if (!(await this.takePlace(tip, true))) return false;
     this.waitingFor = wait;
     return true;
   }
@@ -149,7 +148,8 @@ export class LineMember {
   async turn(tip: string): Promise<number | 'wait' | undefined> {
     const present = this.watch.present(this.store.syncedLine());
     let ahead = entriesAhead(present, this.me);
-    const gone = await this.goneAhead(ahead);
+    // Only the server's line shows who is gone (see LineWatch.infersLine).
+    const gone = this.store.lineInferred ? [] : await this.watch.goneAhead(ahead);
     // Taken out only when that serves this put: the puts ahead of them judge them for themselves.
     if (gone.length > 0 && this.servedAfter(lockDemand(ahead) - lockDemand(gone))) {
       await this.takeOut(gone);
@@ -162,7 +162,7 @@ export class LineMember {
       const offset = Number.parseInt(tip.slice(0, 8), 16) || 0;
       return (lockDemand(ahead) + offset) % this.free;
     }
-    if (!(await this.takePlace(tip))) return undefined;
+    if (!(await this.takePlace(tip, true))) return undefined;
     await this.showLife(tip);
     return 'wait';
   }
@@ -189,7 +189,8 @@ export class LineMember {
       const far = !front && !this.store.looksAreCheap && this.toFront() >= FAR_BACK_LOCKS;
       // Far back whatever is free (puts ahead only leave, so it does not flip back and forth),
       // by the line fetched before its first look: no session held open (LockStore.unwatch).
-      const known = this.ahead ?? entriesAhead(this.store.syncedLine(), this.me);
+      const known =
+        this.ahead ?? entriesAhead(this.watch.present(this.store.syncedLine()), this.me);
       const farBack = lockDemand(known) - FRONT_SPARE + 1 >= FAR_BACK_LOCKS;
       if (farBack) this.store.unwatch();
       const wake = earliest(await this.wakeAt(), wait.wakeAt);
@@ -197,16 +198,28 @@ export class LineMember {
       if (wake !== undefined) interval = Math.min(interval, wake - this.clock.now());
       await wait.pause(interval);
       const watched = this.placeSaid && !farBack ? await this.store.tipNow() : undefined;
-      // No lock free and the branch still at the tip: nobody can have been served.
-      if (watched === tip && this.free === 0) {
+      const first = front && this.ahead?.length === 0;
+      // The branch still at the tip: nobody can have been served while no lock is free, and a
+      // lock free for a put ahead may still be on its way to it (LineWatch.infersLine).
+      if (watched === tip && (this.free === 0 || (!first && this.watch.infersLine()))) {
         if (wake !== undefined && this.clock.now() >= wake) return undefined;
         continue;
       }
       let remote: string | undefined;
       let seen: WaitingEntry[];
-      if (watched !== undefined && front && this.ahead?.length === 0) {
-        // First in line, nobody ahead to leave it: the tip watched, fetched on the same session.
-        remote = await this.store.syncTo({ tip: watched, line: lastSeen });
+      // First in line (nobody ahead to leave it), or the branch moved and the line can be told
+      // without the server: the tip watched, fetched on the same session.
+      const inferred = watched !== tip && this.watch.infersLine();
+      const kept = watched !== undefined && (first || inferred);
+      // Only the line read on the server shows that this put is still in it.
+      const fresh = !kept;
+      if (kept && watched === presynced) {
+        // Fetched at the last poll, by a put further back that waited on: nothing new since.
+        [remote, seen] = [watched, lastSeen];
+      } else if (kept) {
+        // First in line, nobody ahead whose claim would change its turn: no claims read.
+        const since = first ? undefined : (presynced ?? tip);
+        remote = await this.store.syncTo({ tip: watched, line: lastSeen, since });
         seen = this.store.syncedLine();
         presynced = remote;
       } else if ((front || far) && !this.store.looksAreCheap) {
@@ -225,27 +238,23 @@ export class LineMember {
         }
       }
       lastSeen = seen;
+      if (fresh && this.joined) this.watch.readLine();
       this.watch.polled(remote);
       newest = remote ?? newest;
       const present = this.watch.present(seen);
       // Taken out by a put that thought this one gone, or a join whose answer was lost.
-      if (this.joined && !present.some((entry) => entry.token === this.me.token)) {
+      if (fresh && this.joined && !present.some((entry) => entry.token === this.me.token)) {
         this.joined = false;
         if (!(await this.takePlace(presynced ?? tip))) return presynced;
       }
       const ahead = this.see(entriesAhead(present, this.me));
-      if (!this.placeSaid && this.joined) {
-        this.placeSaid = true;
-        this.options.say(
-          `waiting in line for pool "${this.options.pool}": ${ahead.length === 0 ? 'first' : `${ahead.length} ${ahead.length === 1 ? 'put' : 'puts'} ahead`}`,
-        );
-      }
+      this.sayPlace(ahead);
       if (wake !== undefined && this.clock.now() >= wake) return presynced;
       if (remote !== tip) {
         // A branch gone (undefined) is the next sync's to report.
         if (front || far || remote === undefined) return presynced;
-        // The next attempt starts from the tip this look saw.
-        const fetchSeen = () => this.store.syncTo({ tip: remote, line: seen });
+        // The next attempt starts from the tip this look saw (fetched already on the session).
+        const fetchSeen = async () => presynced ?? this.store.syncTo({ tip: remote, line: seen });
         if (this.servedAfter(lockDemand(ahead) - 1)) return fetchSeen();
         // The tip moved, and for a whole poll nobody ahead has left the line: a lock may be free
         // that nobody ahead takes (with locks changing hands, a still tip would never come).
@@ -314,16 +323,6 @@ export class LineMember {
     }
   }
 
-  /** The entries ahead that count as gone now (see goneAt). */
-  private async goneAhead(ahead: readonly WaitingEntry[]): Promise<WaitingEntry[]> {
-    // Nobody ahead to judge: the stall's start (a commit time) goes unread.
-    if (ahead.length === 0) return [];
-    const stall = await this.watch.view();
-    if (!stall) return [];
-    const now = this.clock.now();
-    return ahead.filter((entry) => goneAt(entry, stall, this.options.retryDelayMs) <= now);
-  }
-
   /** Takes out of the line, in one push, entries whose puts are gone. */
   private async takeOut(gone: readonly WaitingEntry[]): Promise<void> {
     this.watch.takeForGone(gone);
@@ -349,32 +348,20 @@ export class LineMember {
     this.me = { ...this.me, at: tip };
   }
 
-  /**
-   * When a put waiting in a stall has something to do: show it is alive, or take out the puts
-   * ahead whose grace ends first, as many as it takes to free a lock for it.
-   */
+  /** When a put waiting in a stall has something to do (LineWatch.wakeAt). */
   private async wakeAt(): Promise<number | undefined> {
-    const stall = await this.watch.view();
-    const ahead = this.ahead;
-    if (!stall || !ahead || !this.joined) return undefined;
-    const rd = this.options.retryDelayMs;
-    const times: number[] = [];
-    if (this.me.at === undefined || !stall.tips.has(this.me.at))
-      times.push(stall.since + showLifeAfterMs(rd));
-    // The puts ahead whose grace ends first, as many as must go for the free locks to reach this
-    // one: when the last of them goes.
-    const byDeadline = ahead
-      .map((entry) => ({ entry, at: goneAt(entry, stall, rd) }))
-      .sort((a, b) => a.at - b.at);
-    let demand = lockDemand(ahead);
-    let needed: number | undefined;
-    for (const { entry, at } of byDeadline) {
-      if (this.servedAfter(demand)) break;
-      demand -= entry.count ?? 1;
-      needed = at;
-    }
-    if (this.free > 0 && needed !== undefined && this.servedAfter(demand)) times.push(needed);
-    return times.length > 0 ? Math.min(...times) : undefined;
+    if (!this.ahead || !this.joined) return undefined;
+    const served = (demand: number) => this.servedAfter(demand);
+    return this.watch.wakeAt(this.ahead, this.me.at, served, this.free > 0);
+  }
+
+  /** Says where this put stands in line, once. */
+  private sayPlace(ahead: readonly WaitingEntry[]): void {
+    if (this.placeSaid || !this.joined) return;
+    this.placeSaid = true;
+    const n = ahead.length;
+    const place = n === 0 ? 'first' : `${n} ${n === 1 ? 'put' : 'puts'} ahead`;
+    this.options.say(`waiting in line for pool "${this.options.pool}": ${place}`);
   }
 
   /** Whether the free locks serve this put once the puts ahead have taken `demand` of them. */
@@ -382,13 +369,20 @@ export class LineMember {
     return demand + (this.me.count ?? 1) <= this.free;
   }
 
-  /** Joins the line unless in it; false when the remote refuses it (then no line this run). */
-  private async takePlace(tip: string): Promise<boolean> {
+  /**
+   * Joins the line unless in it; false when the remote refuses it (then no line this run). `read`:
+   * the line was read with the tip it joins at (not inferred), and the place is said now.
+   */
+  private async takePlace(tip: string, read = false): Promise<boolean> {
     if (this.refused) return false;
     if (this.joined) return true;
     if (await this.store.join(this.me)) {
       this.joined = true;
       this.me = { ...this.me, at: tip };
+      const fresh = read && !this.store.lineInferred;
+      this.watch.joined(fresh);
+      if (fresh)
+        this.sayPlace(this.see(entriesAhead(this.watch.present(this.store.syncedLine()), this.me)));
       return true;
     }
     this.refused = true;

@@ -1,9 +1,24 @@
 // What a put in the waiting line has seen of it over time (line-member.ts): since when each free
 // lock has stood free (the stall that judges the puts ahead), when it first saw each entry where
-// it points now, and which entries it took to be gone. The evidence goneAt (waiting-line.ts)
-// weighs; the put's decisions stay LineMember's.
+// it points now, which entries it took to be gone, and whether the line it last read on the
+// server still tells the line now. The evidence goneAt (waiting-line.ts) weighs; the put's
+// decisions stay LineMember's.
 import type { Clock } from './retry.js';
-import { pollMs, sightKey, type Stall, type WaitingEntry } from './waiting-line.js';
+import {
+  goneAt,
+  lockDemand,
+  pollMs,
+  showLifeAfterMs,
+  sightKey,
+  type Stall,
+  type WaitingEntry,
+} from './waiting-line.js';
+
+/**
+ * How long past one poll a lock may stand free before a put reads the line on the server again
+ * (see infersLine): a hand-over to the put ahead takes about a poll and a push.
+ */
+const FREE_INFERRED_MS = 1_000;
 
 /**
  * A lock first seen free at `tip`, with no earlier sighting to go by: free since that tip was
@@ -33,6 +48,8 @@ export class LineWatch {
   private firstLook: number | undefined;
   /** The tip at the last poll (see polled). */
   private lastPolled: string | undefined;
+  /** Whether the put has read the line on the server since it last joined (see infersLine). */
+  private readSinceJoin = false;
 
   constructor(
     private readonly clock: Clock,
@@ -111,6 +128,78 @@ export class LineWatch {
       this.moved = this.clock.now();
     }
     if (tip !== undefined) this.stalled?.tips.add(tip);
+  }
+
+  /**
+   * The put joined the line, with the line read just before (`read`) or not (after a lost race):
+   * a put that started before it may yet join ahead of it.
+   */
+  joined(read: boolean): void {
+    this.readSinceJoin = read;
+  }
+
+  /** The put read the line on the server, in it. */
+  readLine(): void {
+    this.readSinceJoin = true;
+  }
+
+  /**
+   * Whether a poll that finds the branch moved may take the line the put last saw, less the puts
+   * whose claims landed since (their pushes took them out of it: LockStore.syncTo's `since`),
+   * instead of reading the line on the server. Not after a join that followed a lost race until
+   * the put has read the line again (the puts it raced join too, some started before it), nor
+   * once a lock has stood free for longer than a hand-over takes: the puts ahead that leave it
+   * untaken may have left the line without a claim (stopped, timed out, killed), which only the
+   * server's line shows. A put that starts within a fetch of another may still stand ahead of it
+   * unseen; they are served in the other order, and never both on one lock.
+   */
+  infersLine(): boolean {
+    if (!this.readSinceJoin) return false;
+    if (this.freeSince.size === 0) return true;
+    const handOver = pollMs(this.retryDelayMs) + FREE_INFERRED_MS;
+    return this.clock.now() - this.earliestFree() < handOver;
+  }
+
+  /**
+   * When a put waiting in a stall has something to do: show it is alive (its entry last pointed
+   * at `at`), or take out the puts `ahead` whose grace ends first, as many as it takes to free a
+   * lock for it (`served`: whether the free locks serve it once the puts ahead took `demand`).
+   */
+  async wakeAt(
+    ahead: readonly WaitingEntry[],
+    at: string | undefined,
+    served: (demand: number) => boolean,
+    someFree: boolean,
+  ): Promise<number | undefined> {
+    const stall = await this.view();
+    if (!stall) return undefined;
+    const rd = this.retryDelayMs;
+    const times: number[] = [];
+    if (at === undefined || !stall.tips.has(at)) times.push(stall.since + showLifeAfterMs(rd));
+    // The puts ahead whose grace ends first, as many as must go for the free locks to reach this
+    // one: when the last of them goes.
+    const byDeadline = ahead
+      .map((entry) => ({ entry, at: goneAt(entry, stall, rd) }))
+      .sort((a, b) => a.at - b.at);
+    let demand = lockDemand(ahead);
+    let needed: number | undefined;
+    for (const { entry, at } of byDeadline) {
+      if (served(demand)) break;
+      demand -= entry.count ?? 1;
+      needed = at;
+    }
+    if (someFree && needed !== undefined && served(demand)) times.push(needed);
+    return times.length > 0 ? Math.min(...times) : undefined;
+  }
+
+  /** The entries `ahead` that count as gone now (see goneAt). */
+  async goneAhead(ahead: readonly WaitingEntry[]): Promise<WaitingEntry[]> {
+    // Nobody ahead to judge: the stall's start (a commit time) goes unread.
+    if (ahead.length === 0) return [];
+    const stall = await this.view();
+    if (!stall) return [];
+    const now = this.clock.now();
+    return ahead.filter((entry) => goneAt(entry, stall, this.retryDelayMs) <= now);
   }
 
   /** The tip at the last poll. */

@@ -23,11 +23,18 @@ export interface LockStore {
   sync(): Promise<string>;
   /**
    * The same as `sync` for a tip and line a look has just seen, fetching that commit alone where
-   * the server allows (one round trip less); returns the commit id synced.
+   * the server allows (one round trip less); returns the commit id synced. With `since`, a tip
+   * synced before, at which or after which the line was seen: the line is inferred, without the
+   * puts whose claims landed after `since` (their pushes took them out of it; lineInferred).
    */
-  syncTo(seen: { tip: string; line: WaitingEntry[] }): Promise<string>;
+  syncTo(seen: { tip: string; line: WaitingEntry[]; since?: string }): Promise<string>;
   /** The pool's waiting line as the last sync found it (an acquire's store fetches it). */
   syncedLine(): WaitingEntry[];
+  /**
+   * Whether the synced line was inferred (syncTo with `since`), not read from the server: it may
+   * still hold puts that left without a claim, and miss puts that joined since.
+   */
+  readonly lineInferred: boolean;
   /**
    * Whether `look` asks on a kept connection (no new connection to the server each time): a poll
    * near the front of the line then looks, and fetches only once the tip has moved.

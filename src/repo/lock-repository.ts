@@ -26,6 +26,7 @@ import type { LockMetadata } from '../base/lock-match.js';
 import { LockFiles } from './lock-files.js';
 import type { WaitingEntry } from '../lock/waiting-line.js';
 import { LineRefs } from './line-refs.js';
+import { claimsBetween } from './line-claims.js';
 import { BranchCopy, type FetchById, type Reach } from './branch-copy.js';
 import { BranchPush } from './branch-push.js';
 import { SyncedHistory } from './synced-history.js';
@@ -84,8 +85,9 @@ export class LockRepository {
   private staged: { change: Change; effective: boolean }[] = [];
   /** The last commit written, which `push` sends. */
   private committed: string | undefined;
-  /** The waiting line as the last fetch found it (with `line`). */
+  /** The waiting line as the last fetch found it (with `line`), or as syncTo inferred it. */
   private fetchedLine: WaitingEntry[] = [];
+  lineInferred = false;
   /** The lock files read for `match` (only an acquire with `match` creates it). */
   private files: LockFiles | undefined;
   /** The pool's waiting line on the remote. */
@@ -172,11 +174,17 @@ export class LockRepository {
    * tip has not moved since, but git asks the server for that commit alone instead of listing the
    * branch and the line again first (fetchById). Where the server refuses it (a commit asked for
    * by id, or one it no longer has), fetches the branch as `sync` does, and does so from then on.
+   * With `since`, the claims after it are read from the commits fetched (line-claims.ts): only
+   * where the copy keeps them all (laterReach), else it syncs.
    */
-  async syncTo(seen: { tip: string; line: WaitingEntry[] }): Promise<string> {
+  async syncTo({ tip, line, since }: { tip: string; line: WaitingEntry[]; since?: string }) {
     const reach = this.laterReach;
-    if (!this.initialised || !(await this.copy.fetchCommit(seen.tip, reach))) return this.sync();
-    this.fetchedLine = this.options.line ? seen.line : [];
+    const byId = this.initialised && (!since || reach === 'since');
+    if (!byId || !(await this.copy.fetchCommit(tip, reach))) return this.sync();
+    const claimed = await claimsBetween((args) => this.run(args), since, tip);
+    if (!claimed) return this.sync();
+    this.fetchedLine = this.options.line ? line.filter(({ token }) => !claimed.has(token)) : [];
+    this.lineInferred = since !== undefined;
     return this.startAttempt();
   }
 
@@ -379,15 +387,14 @@ export class LockRepository {
 
   /** Fetches the branch (and, with `line`, the line's refs) and keeps the line it found. */
   private async fetch(reach: Reach): Promise<void> {
-    this.fetchedLine = this.line.entries(
-      await this.copy.fetch(reach, { refspecs: this.line.refspecs }),
-    );
+    const refs = await this.copy.fetch(reach, { refspecs: this.line.refspecs });
+    [this.fetchedLine, this.lineInferred] = [this.line.entries(refs), false];
   }
 
   /** Fetches `more` commits of history; false when the copy already holds it all. */
   private async deepen(more: number | 'all'): Promise<boolean> {
     const refs = await this.copy.deepen(more, { refspecs: this.line.refspecs });
-    if (refs) this.fetchedLine = this.line.entries(refs);
+    if (refs) [this.fetchedLine, this.lineInferred] = [this.line.entries(refs), false];
     return refs !== undefined;
   }
 }

@@ -13,6 +13,7 @@ import type { ResolvedOperation } from '../lock/lock-operation.js';
 import { LockPool, type Outcome } from '../lock/lock-pool.js';
 import { LockRepository } from '../repo/lock-repository.js';
 import { FetchById } from '../repo/branch-copy.js';
+import { lineTokenOf } from '../repo/line-claims.js';
 import { keptRefsFor } from '../git/kept-refs.js';
 import { daemonSession } from '../git/daemon-session.js';
 import { wireProtocolVersion } from '../git/environment.js';
@@ -89,7 +90,7 @@ export async function runLockOperation(
       retryDelayMs: source.retryDelayMs,
       waitTimeoutMs,
       waitTimeoutSetting: options.waitTimeoutSetting,
-      lineToken: token.replace(/[^0-9a-z]/gi, '').toLowerCase(),
+      lineToken: lineTokenOf(token),
       lineWho: options.claimedBy ?? buildLabel(build),
       leaseGraceMs: source.leaseGraceMs,
       reclaimedBy: options.claimedBy ?? build.url ?? 'unknown',

@@ -196,6 +196,18 @@ describe('the waiting line', () => {
     await releaseToWaiting(waiting);
   });
 
+  it('follows the puts ahead taking their turns on its kept session, with no look at the line', async () => {
+    const uploads = () => (daemon.log().match(/Request upload-pack /g) ?? []).length;
+    const line: RunningScript[] = [];
+    for (const build of ['turn-1', 'turn-2', 'turn-3'])
+      line.push(await acquire(build, {}, { retry_delay: '100ms' }));
+    const before = uploads();
+    // Each release goes to the put first in line; the puts behind it read its claim (and its
+    // leaving the line, in the same push) from the commits they fetch on their sessions.
+    for (const put of line) await releaseToWaiting(put);
+    expect(uploads() - before).toBe(0);
+  });
+
   it('leaves the line when stopped, still ending within a second', async () => {
     const waiting = await acquire('stopped');
     expect(await lineRefs()).toHaveLength(1);
@@ -267,25 +279,31 @@ describe('the puts further back in line over git://', () => {
 
   /**
    * Four puts wait 1.6 s behind the holder of lock-a while the branch moves three times (commits
-   * that free nothing), then stop; the v2 sessions meanwhile.
+   * that free nothing), then stop; the v2 sessions meanwhile. The repository's HEAD names another
+   * branch: no kept session can follow the pool's (git/daemon-session.ts), so the puts look.
    */
   async function lookedWithoutGit(extra: Record<string, unknown> = {}): Promise<number> {
-    const waiting: RunningScript[] = [];
-    for (const build of ['a', 'b', 'c', 'd'])
-      waiting.push(await acquire(`back-${build}`, {}, { retry_delay: '200ms', ...extra }));
-    const before = v2Sessions();
-    for (let move = 0; move < 3; move++) {
+    await git(repo.bare, 'symbolic-ref', 'HEAD', 'refs/heads/elsewhere');
+    try {
+      const waiting: RunningScript[] = [];
+      for (const build of ['a', 'b', 'c', 'd'])
+        waiting.push(await acquire(`back-${build}`, {}, { retry_delay: '200ms', ...extra }));
+      const before = v2Sessions();
+      for (let move = 0; move < 3; move++) {
+        await new Promise((resolve) => setTimeout(resolve, 400));
+        await repo.commit('a change that frees no lock', async () => undefined);
+      }
       await new Promise((resolve) => setTimeout(resolve, 400));
-      await repo.commit('a change that frees no lock', async () => undefined);
+      const sessions = v2Sessions() - before;
+      for (const run of waiting) expect((await stop(run, 'SIGTERM')).code).toBe(143);
+      return sessions;
+    } finally {
+      await git(repo.bare, 'symbolic-ref', 'HEAD', 'refs/heads/master');
     }
-    await new Promise((resolve) => setTimeout(resolve, 400));
-    const sessions = v2Sessions() - before;
-    for (const run of waiting) expect((await stop(run, 'SIGTERM')).code).toBe(143);
-    return sessions;
   }
 
   it('look at the branch and the line without git, a v2 session each', async () => {
-    // Each put's kept session (git/daemon-session.ts) opened with its first fetch, before these.
+    // Each put's first fetch opened a session, before these; its first question ended it.
     expect(await lookedWithoutGit()).toBeGreaterThanOrEqual(2);
   });
 

@@ -92,9 +92,22 @@ class FakeStore implements LockStore {
     this.remember();
   }
 
+  /** The remote's commits in order, and the line token of the put each claim was made by. */
+  private readonly order: string[] = [];
+  private readonly claimedBy = new Map<string, string>();
+  lineInferred = false;
+
   /** Keeps the remote's state at its current commit (see history). */
   private remember(): void {
     this.history.set(this.remoteCommit, copy(this.remote));
+    this.order.push(this.remoteCommit);
+  }
+
+  /** A put in line (`token`) claims lock `name`: its push takes its entry out of the line. */
+  otherClaimsInLine(name: string, token: string): void {
+    this.otherMoves(name, 'claimed');
+    this.claimedBy.set(this.remoteCommit, token);
+    this.line = this.line.filter((entry) => entry.token !== token);
   }
 
   /** The server finishes applying a push whose client gave up (see PushStep). */
@@ -136,17 +149,24 @@ class FakeStore implements LockStore {
     this.localCommit = this.remoteCommit;
     this.staged = [];
     this.syncedEntries = [...this.line];
+    this.lineInferred = false;
     return this.localCommit;
   }
 
-  async syncTo(seen: { tip: string; line: WaitingEntry[] }): Promise<string> {
-    this.log.push('syncTo');
+  async syncTo(seen: { tip: string; line: WaitingEntry[]; since?: string }): Promise<string> {
+    this.log.push(seen.since === undefined ? 'syncTo' : 'syncTo since');
     const snapshot = this.history.get(seen.tip);
     if (!snapshot) throw new Error(`the remote never had ${seen.tip}`);
     this.local = copy(snapshot);
     this.localCommit = seen.tip;
     this.staged = [];
-    this.syncedEntries = [...seen.line];
+    const after =
+      seen.since === undefined
+        ? []
+        : this.order.slice(this.order.indexOf(seen.since) + 1, this.order.indexOf(seen.tip) + 1);
+    const left = new Set(after.map((commit) => this.claimedBy.get(commit)));
+    this.syncedEntries = seen.line.filter((entry) => !left.has(entry.token));
+    this.lineInferred = seen.since !== undefined;
     return this.localCommit;
   }
 
@@ -266,6 +286,7 @@ class FakeStore implements LockStore {
       this.remote = copy(this.local);
       this.remoteCommit = this.localCommit;
       this.remember();
+      if (leaving) this.claimedBy.set(this.remoteCommit, leaving.token);
       if (leaving) this.line = this.line.filter((entry) => entry.token !== leaving.token);
     };
     if (step instanceof Error) throw step;
@@ -995,13 +1016,14 @@ describe('LockPool in the waiting line', () => {
       FRONT_POLL_MS,
       FRONT_POLL_MS,
     ]);
-    // At the front from its first look on: the holds seen tell it when to poll fast (none here).
+    // At the front from the line it joined by: the holds seen tell it when to poll fast (none
+    // here). Each poll a look, the fifth saw the release.
+    expect(clock.sleeps[0]).toBe(FRONT_POLL_MS / 2);
     expect(store.log).toEqual([
       'sync',
       'join',
-      'look',
       'holdHistory',
-      ...Array<string>(4).fill('look'),
+      ...Array<string>(5).fill('look'),
       'syncTo',
       'apply move lock-a',
       'commit c2',
@@ -1013,14 +1035,14 @@ describe('LockPool in the waiting line', () => {
     const store = new FakeStore(['lock-a'], []);
     store.tipWatched = true;
     await acquireReleasedAtFifthSleep(store);
-    // Its first poll looks (and says its place); then only the watch, until the release moves
-    // the tip. First in line, it fetches the tip the watch saw (on the same session) and claims.
+    // Its place was said as it joined, by the line it read: only the watch, until the release
+    // moves the tip. First in line, it fetches the tip the watch saw (on the same session) and
+    // claims.
     expect(store.log).toEqual([
       'sync',
       'join',
-      'look',
       'holdHistory',
-      ...Array<string>(4).fill('tipNow'),
+      ...Array<string>(5).fill('tipNow'),
       'syncTo',
       'apply move lock-a',
       'commit c2',
@@ -1028,7 +1050,69 @@ describe('LockPool in the waiting line', () => {
     ]);
   });
 
-  it('where the tip is watched, still fetches at each poll while a lock stands free', async () => {
+  it('where the tip is watched, second in line, reads the claim of the put ahead from the commits it fetches', async () => {
+    const store = new FakeStore(['lock-a'], []);
+    store.line = [waiting('ahead')];
+    store.tipWatched = true;
+    const { pool, clock } = setup(store, { lineToken: 'me' });
+    // lock-a is released, the put ahead claims it (its push takes it out of the line), and
+    // the next release is this put's.
+    clock.onSleep = (index) => {
+      if (index === 2) store.otherMoves('lock-a', 'unclaimed');
+      if (index === 4) store.otherClaimsInLine('lock-a', 'ahead');
+      if (index === 6) store.otherMoves('lock-a', 'unclaimed');
+    };
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+    // After its first fetch, no look at the line and no fetch of it: each move of the tip
+    // fetched on the session, the line told by the claims among its commits.
+    expect(store.log.filter((entry) => entry === 'sync' || entry === 'look')).toEqual(['sync']);
+    expect(store.count('syncTo since')).toBe(2);
+    // First in line at the last: nobody ahead whose claim could count.
+    expect(store.log.filter((entry) => entry.startsWith('syncTo')).at(-1)).toBe('syncTo');
+    expect(store.log.at(-1)).toBe('push leaving');
+  });
+
+  it('where the tip is watched, further back, follows the puts ahead taking their turns on the session', async () => {
+    const { store, pool, clock } = behindInLine(3, { retryDelayMs: RETRY_DELAY_MS });
+    store.tipWatched = true;
+    // Each second lock-a is released and the first in line claims it, three times; the fourth
+    // release is this put's.
+    let next = clock.time + 1_000;
+    clock.onSleep = () => {
+      while (clock.time >= next && store.remote.claimed.has('lock-a')) {
+        store.otherMoves('lock-a', 'unclaimed');
+        const first = store.line[0];
+        if (first && first.token !== 'me') store.otherClaimsInLine('lock-a', first.token);
+        next += 1_000;
+      }
+    };
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+    expect(store.log.filter((entry) => entry === 'sync' || entry === 'look')).toEqual(['sync']);
+    expect(store.count('syncTo since')).toBeGreaterThanOrEqual(2);
+  });
+
+  it('where the tip is watched, reads the line on the server once a lock stood free past a hand-over', async () => {
+    // The put ahead leaves the line without a claim (timed out, stopped) as the lock is freed:
+    // no commit tells it.
+    const store = new FakeStore(['lock-a'], []);
+    store.line = [waiting('ahead')];
+    store.tipWatched = true;
+    const { pool, clock } = setup(store, { lineToken: 'me' });
+    let freedAt = 0;
+    clock.onSleep = (index) => {
+      if (index !== 2) return;
+      store.otherMoves('lock-a', 'unclaimed');
+      store.line = store.line.filter((entry) => entry.token !== 'ahead');
+      freedAt = clock.time;
+    };
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+    const fresh = store.log.lastIndexOf('sync');
+    expect(fresh).toBeGreaterThan(store.log.indexOf('syncTo since'));
+    // A hand-over takes a poll (retry_delay) and a second at most, then a poll to see it.
+    expect(clock.time - freedAt).toBeLessThanOrEqual(RETRY_DELAY_MS + 1_000 + FRONT_POLL_MS);
+  });
+
+  it('where the tip is watched, fetches at each poll once a lock stood free past a hand-over', async () => {
     // The put ahead never takes the free lock: only fetches show how long it has stood free.
     const store = new FakeStore([], ['lock-a']);
     store.line = [waiting('ghost')];
@@ -1036,12 +1120,12 @@ describe('LockPool in the waiting line', () => {
     const { pool } = setup(store, { lineToken: 'me' });
     expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
     expect(store.log).toContain('leave ghost');
-    // Each poll that asked the watch fetched as well.
-    const polls = store.log.filter((entry) => ['tipNow', 'sync', 'syncTo'].includes(entry));
-    expect(store.count('tipNow')).toBeGreaterThan(5);
-    polls.forEach((entry, index) => {
-      if (entry === 'tipNow') expect(polls[index + 1]).toBe('sync');
-    });
+    // The watch alone while the lock may be on its way to the put ahead (a poll at retry_delay
+    // and a second: six at the front's pace); from then on each poll fetched as well.
+    const polls = store.log.filter((entry) => ['tipNow', 'sync'].includes(entry)).slice(1);
+    const fetched = polls.indexOf('sync');
+    expect(polls.slice(0, fetched - 1)).toEqual(Array<string>(6).fill('tipNow'));
+    expect(polls.slice(fetched - 1).join(' ')).toMatch(/^(tipNow sync ?)+$/);
   });
 
   it('at the front of a quiet pool, polls at retry_delay again', async () => {
@@ -1055,11 +1139,11 @@ describe('LockPool in the waiting line', () => {
     expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
     // Five polls a retry_delay while the tip moved lately (the first poll saw it, as any first
     // does), then back to retry_delay once ten of them went by without a move.
-    const quietFrom = RETRY_DELAY_MS / 2 + 10 * RETRY_DELAY_MS;
+    const quietFrom = FRONT_POLL_MS / 2 + 10 * RETRY_DELAY_MS;
     let at = 0;
     for (const ms of clock.sleeps) {
       expect(ms, `the poll after ${at} ms`).toBe(
-        at === 0 ? RETRY_DELAY_MS / 2 : at < quietFrom ? FRONT_POLL_MS : RETRY_DELAY_MS,
+        at === 0 ? FRONT_POLL_MS / 2 : at < quietFrom ? FRONT_POLL_MS : RETRY_DELAY_MS,
       );
       at += ms;
     }
@@ -1160,7 +1244,7 @@ describe('LockPool in the waiting line', () => {
       const store = new FakeStore(['lock-a'], []);
       store.holdsSeen = holds;
       const clock = await acquireReleasedAtFifthSleep(store);
-      expect(clock.sleeps).toEqual([RETRY_DELAY_MS / 2, ...Array(4).fill(FRONT_POLL_MS)]);
+      expect(clock.sleeps).toEqual([FRONT_POLL_MS / 2, ...Array(4).fill(FRONT_POLL_MS)]);
     }
   });
 
@@ -1223,7 +1307,8 @@ describe('LockPool in the waiting line', () => {
     // Three puts took the lock before this one; it fetched only once the one ahead of it had.
     expect(store.count('sync')).toBeLessThan(5);
     expect(store.count('look')).toBeGreaterThanOrEqual(2);
-    expect(clock.sleeps.slice(0, 2)).toEqual([RETRY_DELAY_MS / 2, RETRY_DELAY_MS]);
+    // At retry_delay two locks back; once it saw the line move, one lock back, at the front's pace.
+    expect(clock.sleeps.slice(0, 2)).toEqual([RETRY_DELAY_MS / 2, FRONT_POLL_MS]);
     expect(store.line).toEqual([]);
   });
 
@@ -1447,9 +1532,9 @@ describe('LockPool in the waiting line', () => {
     };
     expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
     expect(reporter.conflicts).toEqual(['lock-a']);
-    // The first poll before its place is known, one near the front, then straight back to the
-    // next attempt after the lost race: no jitter for a put in line.
-    expect(clock.sleeps).toEqual([RETRY_DELAY_MS / 2, FRONT_POLL_MS]);
+    // First in line as it joins: two polls at the front's pace (the first a random part of it),
+    // then straight back to the next attempt after the lost race: no jitter for a put in line.
+    expect(clock.sleeps).toEqual([FRONT_POLL_MS / 2, FRONT_POLL_MS]);
     expect(store.count('join')).toBe(1);
     expect(store.count('push leaving')).toBe(2);
     expect(store.line).toEqual([]);
