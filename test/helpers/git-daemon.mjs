@@ -41,7 +41,12 @@ export async function startGitDaemon(basePath, options = {}) {
         `--base-path=${basePath}`,
         basePath,
       ],
-      { stdio: ['ignore', 'ignore', 'pipe'], ...(options.env ? { env: options.env } : {}) },
+      {
+        stdio: ['ignore', 'ignore', 'pipe'],
+        // A process group of its own, with the children it starts for its connections.
+        detached: true,
+        ...(options.env ? { env: options.env } : {}),
+      },
     );
     const server = await whenListening(child, port);
     if (!server) continue;
@@ -50,6 +55,14 @@ export async function startGitDaemon(basePath, options = {}) {
       url: (bareRepo) => `git://127.0.0.1:${port}/${relative(basePath, bareRepo)}`,
       log: server.log,
       stop: async () => {
+        // As a service manager stops it: the daemon and the connections it serves. A connection's
+        // upload-pack left running would keep serving a put's kept session with no daemon behind.
+        // SIGKILL: they inherit an ignored SIGTERM here.
+        try {
+          if (child.pid) process.kill(-child.pid, 'SIGKILL');
+        } catch {
+          // Already gone.
+        }
         await server.stop();
         // A connection's child process can hold the listening socket a moment longer:
         // a test that stops the daemon must see the port refuse.
