@@ -173,8 +173,9 @@ export class LineMember {
    * costs what a fetch does, each poll is a fetch (looksAreCheap: a look, then a fetch once the
    * tip moved). Further back it looks, and fetches the tip it saw (syncTo) only once the free
    * locks could reach it or the line ahead stood still for a poll (a lock nobody ahead takes).
-   * A poll that sees no tip move with no lock free costs nothing (tipNow); one that does, first
-   * in line, fetches on the same session. In a stall it wakes when it has something to do.
+   * A poll that sees no tip move with no lock free costs nothing (tipNow); one that does fetches
+   * on the same session, the line told by the claims fetched (LineWatch.infersLine; first in
+   * line, by none). In a stall it wakes when it has something to do.
    */
   async waitInLine(tip: string, wait: LineWait): Promise<string | undefined> {
     const quietAfterMs = QUIET_AFTER_DELAYS * pollMs(this.options.retryDelayMs);
