@@ -6,32 +6,21 @@ import { mkdtemp, rm } from 'node:fs/promises';
 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { daemonSession } from '../../src/git/daemon-session.js';
 import { eventually } from '../helpers/eventually.js';
 import { fakeDaemons } from '../helpers/fake-daemon.js';
-import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
-import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
+import { servedLockRepo } from '../helpers/git-daemon.js';
+import { git } from '../helpers/lock-repo.js';
 import { sha256Repository } from '../helpers/looked-refs.js';
 
-let repo: LockRepo;
-let daemon: GitDaemon;
-
-beforeAll(async () => {
-  repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
-  daemon = await startGitDaemon(repo.root);
-});
-
-afterAll(async () => {
-  await daemon?.stop();
-  await repo?.cleanup();
-});
+const served = servedLockRepo({ unclaimed: ['lock-a'] });
 
 const fakes = fakeDaemons();
 afterEach(() => fakes.closeAll());
 
 /** The sessions git daemon served (a probe that only connects asks for none). */
-const connections = () => (daemon.log().match(/Request upload-pack /g) ?? []).length;
+const connections = () => (served.daemon.log().match(/Request upload-pack /g) ?? []).length;
 
 function watch(uri: string, branch = 'master', signal = new AbortController().signal) {
   return daemonSession({ uri, branch, gitTimeoutMs: 60_000, gitConfig: [] }, signal)!;
@@ -61,7 +50,7 @@ async function firstFetch(bare: string, ...initArgs: string[]) {
   const local = await mkdtemp(join(tmpdir(), 'kept-session-'));
   copies.push(local);
   await git(local, 'init', '--quiet', '--bare', ...initArgs);
-  const kept = watch(daemon.url(bare));
+  const kept = watch(served.daemon.url(bare));
   const options = { env: gitEnv(), cwd: local, signal: new AbortController().signal };
   const before = connections();
   // Listing refs, as the put's first fetch does: on a fresh session, fresh answers.
@@ -81,66 +70,66 @@ const CAPABILITIES = `${pkt('version 2\n')}${pkt('ls-refs=unborn\n')}${pkt('fetc
 
 describe('the branch tip over git://', () => {
   it('one connection answers every question, and sees each push', async () => {
-    const tips = watch(daemon.url(repo.bare));
+    const tips = watch(served.daemon.url(served.repo.bare));
     const before = connections();
-    for (let i = 0; i < 3; i++) expect(await tips.tip()).toBe(await repo.tip());
-    await repo.commit('unclaiming: nothing', async () => undefined);
-    expect(await tips.tip()).toBe(await repo.tip());
-    await repo.commit('unclaiming: nothing again', async () => undefined);
-    expect(await tips.tip()).toBe(await repo.tip());
+    for (let i = 0; i < 3; i++) expect(await tips.tip()).toBe(await served.repo.tip());
+    await served.repo.commit('unclaiming: nothing', async () => undefined);
+    expect(await tips.tip()).toBe(await served.repo.tip());
+    await served.repo.commit('unclaiming: nothing again', async () => undefined);
+    expect(await tips.tip()).toBe(await served.repo.tip());
     expect(connections() - before).toBe(1);
     tips.close();
     expect(await tips.tip()).toBeUndefined();
   });
 
   it("a put's first fetch opens the session, and its fetches by id go on it", async () => {
-    const { local, kept, options, before, byId } = await firstFetch(repo.bare);
-    expect(await localRef(local, 'refs/tip')).toBe(await repo.tip());
+    const { local, kept, options, before, byId } = await firstFetch(served.repo.bare);
+    expect(await localRef(local, 'refs/tip')).toBe(await served.repo.tip());
     // Another list on it would be stale: that fetch makes a connection of its own.
     expect(await kept.fetch(['fetch', 'fd::3', '+refs/heads/master:refs/x'], options)).toBe(
       undefined,
     );
     for (let i = 0; i < 2; i++) {
-      const pushed = await repo.commit(`unclaiming: nothing ${i}`, async () => undefined);
+      const pushed = await served.repo.commit(`unclaiming: nothing ${i}`, async () => undefined);
       expect(await kept.tip()).toBe(pushed);
       const fetched = await byId(pushed);
       expect(fetched?.exitCode, fetched?.stderr.toString()).toBe(0);
       expect(await localRef(local, 'refs/tip')).toBe(pushed);
     }
     // A commit the copy has: git asks nothing, and the session stays.
-    expect((await byId(await repo.tip(), 'refs/again'))?.exitCode).toBe(0);
-    expect(await kept.tip()).toBe(await repo.tip());
+    expect((await byId(await served.repo.tip(), 'refs/again'))?.exitCode).toBe(0);
+    expect(await kept.tip()).toBe(await served.repo.tip());
     expect(connections() - before).toBe(1);
     kept.close();
   });
 
   it('let go (a put far back in line), it ends at the server; the next question opens another', async () => {
-    const ended = () => (daemon.log().match(/\] Disconnected/g) ?? []).length;
-    const kept = watch(daemon.url(repo.bare));
+    const ended = () => (served.daemon.log().match(/\] Disconnected/g) ?? []).length;
+    const kept = watch(served.daemon.url(served.repo.bare));
     const before = { sessions: connections(), ended: ended() };
-    expect(await kept.tip()).toBe(await repo.tip());
+    expect(await kept.tip()).toBe(await served.repo.tip());
     kept.release();
     // git daemon's child for it exits: a connection git daemon no longer counts.
     expect(await eventually(() => ended() > before.ended, 2_000)).toBe(true);
-    expect(await kept.tip()).toBe(await repo.tip());
+    expect(await kept.tip()).toBe(await served.repo.tip());
     expect(connections() - before.sessions).toBe(2);
     // Let go is not lost: however often, the next question opens another (a put that steps back
     // and forth across the far-back mark keeps its watch).
     for (let i = 0; i < 4; i++) {
       kept.release();
-      expect(await kept.tip()).toBe(await repo.tip());
+      expect(await kept.tip()).toBe(await served.repo.tip());
     }
     expect(connections() - before.sessions).toBe(6);
     kept.close();
   });
 
   it('a sha256 repository: questions, and fetches by id, in its object format', async () => {
-    const { bare, tip } = await sha256Repository(repo.root);
+    const { bare, tip } = await sha256Repository(served.repo.root);
     const { local, kept, before, byId } = await firstFetch(bare, '--object-format=sha256');
     // Enough questions that Linux delays its ACKs (past a fresh connection's quick ones): the
     // answers then come in parts, each answered by a kick (PktSession.kick).
     for (let i = 0; i < 30; i++) expect(await kept.tip()).toBe(tip);
-    const work = join(repo.root, 'sha256-work');
+    const work = join(served.repo.root, 'sha256-work');
     await git(work, 'commit', '--quiet', '--allow-empty', '-m', 'unclaiming: nothing');
     await git(work, 'push', '--quiet', bare, 'HEAD:refs/heads/master');
     const moved = (await git(bare, 'rev-parse', 'master')).trim();
@@ -155,15 +144,15 @@ describe('the branch tip over git://', () => {
   });
 
   it('a pool on a branch HEAD does not name: no answer, and no connection after the first', async () => {
-    await git(repo.bare, 'branch', 'other', 'master');
+    await git(served.repo.bare, 'branch', 'other', 'master');
     try {
-      const tips = watch(daemon.url(repo.bare), 'other');
+      const tips = watch(served.daemon.url(served.repo.bare), 'other');
       const before = connections();
       expect(await tips.tip()).toBeUndefined();
       expect(await tips.tip()).toBeUndefined();
       expect(connections() - before).toBe(1);
     } finally {
-      await git(repo.bare, 'branch', '-D', 'other');
+      await git(served.repo.bare, 'branch', '-D', 'other');
     }
   });
 
