@@ -123,10 +123,13 @@ export class LockPool {
         clock: this.clock,
         signal: this.signal,
         onConflict: (name) => this.reporter.conflict(name),
-        // A put in line races only the others in line the same free locks serve (they take
-        // different locks, and each push lands on the one before): the jitter would only hold up
-        // the hand-over it is entitled to.
-        jitterAfterConflict: () => !this.line?.leavingEntry,
+        // The jitter keeps writers that want the same locks out of lockstep: acquires and claims
+        // out of line. A put in line races only the others in line the same free locks serve
+        // (they take different locks, and each push lands on the one before), and a release (or
+        // any change that takes nothing) lands on whatever it lost to: a jitter would only hold
+        // up the hand-over they are on the way of.
+        jitterAfterConflict: () =>
+          (operation.kind === 'acquire' || operation.kind === 'claim') && !this.line?.leavingEntry,
         onTransient: (error, attempt, delayMs) => this.reporter.transient(error, attempt, delayMs),
       });
     } catch (error) {

@@ -453,6 +453,18 @@ describe('LockPool', () => {
     for (const ms of clock.sleeps) expect(ms).toBeLessThan(200);
   });
 
+  it('retries a release that lost a race with no jitter: the put it frees a lock for waits on it', async () => {
+    const store = new FakeStore(['lock-a'], ['lock-b']);
+    store.pushes = ['rejected', 'rejected', 'pushed'];
+    const { pool, clock, reporter } = setup(store, { clock: new FakeClock(0.5) });
+    const outcome = await pool.run({ kind: 'release', name: 'lock-a' });
+    expect(outcome).toEqual({ ref: 'c3', name: 'lock-a', names: ['lock-a'] });
+    expect(store.count('sync')).toBe(3);
+    expect(reporter.conflicts).toEqual(['lock-a', 'lock-a']);
+    expect(clock.sleeps).toEqual([]);
+    expect(store.remote.unclaimed).toEqual(new Set(['lock-a', 'lock-b']));
+  });
+
   it('treats an "Everything up-to-date" push like a lost race', async () => {
     const store = new FakeStore([], ['lock-a']);
     store.pushes = ['up-to-date', 'pushed'];
