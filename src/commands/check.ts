@@ -7,6 +7,7 @@ import { GitCommandError, describeError } from '../base/errors.js';
 import { nodeCrypto } from '../base/lazy-builtins.js';
 import { parseCheckRequest } from '../protocol/request.js';
 import { openSession, readRequest } from '../run/session.js';
+import { daemonSession } from '../git/daemon-session.js';
 import { BranchHistory, type CommitTest } from '../repo/branch-history.js';
 import { takeCachedCopy } from '../repo/check-cache.js';
 import { commitFilter } from '../repo/pool-events.js';
@@ -30,6 +31,9 @@ export async function runCheck(ctx: CommandContext) {
   );
   ctx.onExit(async () => cached?.release());
   const reused = cached !== undefined && (await isRepository(cached.dir));
+  // Over git://, the first fetch runs on a session of the run's (git/daemon-session.ts): on a
+  // connection of git's own, a fetch of a window waits once on a delayed ACK (docs/benchmarks.md).
+  const session = daemonSession(source, ctx.signal);
   try {
     return await answer(cached?.dir ?? join(environment.home, 'repository'));
   } catch (error) {
@@ -42,6 +46,7 @@ export async function runCheck(ctx: CommandContext) {
     await cached.discard();
     return await answer(cached.dir);
   } finally {
+    session?.close();
     await cached?.release();
   }
 
@@ -53,7 +58,7 @@ export async function runCheck(ctx: CommandContext) {
   }
 
   async function answer(dir: string) {
-    const history = new BranchHistory(git, dir, source.uri, source.branch);
+    const history = new BranchHistory(git, dir, source.uri, source.branch, { session });
     if (matches) return answerFiltered(dir, history, matches);
     // A pool that is quiet while others keep the branch busy needs a wide window every time:
     // start from the one that answered last time (halving it when it proved wider than needed).

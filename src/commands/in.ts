@@ -4,10 +4,11 @@ import { join } from 'node:path';
 import type { CommandContext } from '../run/context.js';
 import { BranchHistory, type CommitClaim } from '../repo/branch-history.js';
 import { ConfigurationError, OperationError } from '../base/errors.js';
+import { daemonSession } from '../git/daemon-session.js';
 import { lockNameProblem } from '../base/lock-name.js';
 import { lockPath } from '../lock/pool-state.js';
 import { formatInstant } from '../repo/lock-holders.js';
-import { parseInRequest } from '../protocol/request.js';
+import { parseInRequest, type InRequest } from '../protocol/request.js';
 import { lockResponse, openSession, readRequest } from '../run/session.js';
 
 /** Commits fetched from the tip at first (the window widens fourfold when a question needs it). */
@@ -20,20 +21,35 @@ export async function runIn(ctx: CommandContext) {
   const request = await readRequest(ctx, parseInRequest);
   const dest = ctx.args[0];
   if (!dest) throw new ConfigurationError([IN_USAGE]);
-  const { source, version } = request;
+  const { source } = request;
   const { git, environment } = await openSession(source, ctx);
+  // Over git://, the clone runs on a session of the run's (git/daemon-session.ts): on a connection
+  // of git's own, a clone of a window waits once on a delayed ACK (docs/benchmarks.md).
+  const session = daemonSession(source, ctx.signal);
   const history = new BranchHistory(
     git,
     join(environment.home, 'repository'),
     source.uri,
     source.branch,
-    { scratch: true },
+    { scratch: true, session },
   );
+  try {
+    return await fetchLock(ctx, request, dest, history);
+  } finally {
+    session?.close();
+  }
+}
 
+async function fetchLock(
+  ctx: CommandContext,
+  { source, version, depth }: InRequest,
+  dest: string,
+  history: BranchHistory,
+) {
   // A window from the tip: a put's implicit get asks about (or near) the tip, so one fetch of a
   // few commits usually answers both the lock and the safety check. One commit deeper than
   // `depth`, since the version's own change needs its parent to diff against.
-  await history.fetch(request.depth === undefined ? IN_WINDOW : request.depth + 1);
+  await history.fetch(depth === undefined ? IN_WINDOW : depth + 1);
   const commit = await history.resolveOnBranch(version);
   const found = await history.lockCommitAt(commit, source.pool);
   if (!found)

@@ -117,7 +117,7 @@ export class BranchCopy {
           this.options.uri,
           this.options.gitDir,
         ],
-        { config: this.options.scratch ? NO_SYNC : [] },
+        { config: this.options.scratch ? NO_SYNC : [], session: this.options.session },
       ),
     );
     this.knownDepth = depth;

@@ -5,6 +5,7 @@
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { OperationError } from '../base/errors.js';
+import type { KeptSession } from '../git/daemon-session.js';
 import type { Git } from '../git/git.js';
 import { lockPath, type LockState } from '../lock/pool-state.js';
 import { BranchCopy } from './branch-copy.js';
@@ -67,10 +68,13 @@ export class BranchHistory {
     private readonly gitDir: string,
     uri: string,
     private readonly branch: string,
-    /** The copy goes with the run (see BranchCopyOptions.scratch). */
-    { scratch = false }: { scratch?: boolean } = {},
+    /**
+     * `scratch`: the copy goes with the run (see BranchCopyOptions.scratch); `session`: a git://
+     * repository's kept session, which takes the first fetch (see BranchCopyOptions.session).
+     */
+    { scratch = false, session }: { scratch?: boolean; session?: KeptSession } = {},
   ) {
-    this.copy = new BranchCopy(git, { uri, branch, gitDir, scratch });
+    this.copy = new BranchCopy(git, { uri, branch, gitDir, scratch, session });
   }
 
   /** How many commits from the tip the copy holds, as last fetched. */

@@ -105,8 +105,7 @@ export class LockRepository {
       uri: options.uri,
       branch: options.branch,
       gitDir: options.workdir,
-      // The run's private folder holds it (see LockRepositoryOptions.workdir).
-      scratch: true,
+      scratch: true, // the run's private folder holds it (see LockRepositoryOptions.workdir)
       byId: options.fetchById,
       session: options.session,
     });
@@ -139,8 +138,9 @@ export class LockRepository {
     return this.line.looksAreCheap;
   }
 
-  /** The remote branch tip read on the run's kept session, where it has one. */
+  /** The tip read on a put in line's kept session; another run waiting lets it go, and looks. */
   async tipNow(): Promise<string | undefined> {
+    if (!this.options.line) return void this.unwatch();
     return this.options.session?.tip();
   }
 

@@ -44,10 +44,11 @@ export async function runLockOperation(
 ): Promise<Outcome> {
   const { git, home, source, build, waitTimeoutMs } = options;
   const refs = keptRefsFor(git, source, ctx.signal);
-  // A put that keeps its place in line: it waits with a kept session where the server allows
-  // (git:// only), opened by its first fetch.
+  // A put that keeps its place in line.
   const line = operation.kind === 'acquire' && !operation.filter;
-  const session = line ? daemonSession(source, ctx.signal) : undefined;
+  // Over git://, a session opened by the run's first fetch, which a fresh connection of git's own
+  // would make wait on a delayed ACK (docs/benchmarks.md); a put in line waits with it too.
+  const session = daemonSession(source, ctx.signal);
   // Over protocol v2 a tip already seen (by a look, or by the put's own fetch) is fetched by its
   // id, the refs not listed again; over v0 (git://) the server advertises every ref on each
   // connection anyway, and a commit is asked by its id on the kept session only.

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGitDaemon } from '../helpers/git-daemon.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { runCommand } from '../helpers/run-command.js';
-import { otherClone, refused, succeeded } from '../helpers/steps.js';
+import { otherClone, refused, scratchDir, succeeded } from '../helpers/steps.js';
 
 let repo: LockRepo;
 /** The branch's commits, oldest first, by what they did. */
@@ -129,6 +129,29 @@ describe('check', () => {
       await check(undefined, { uri: missing }),
       `error: git clone cannot use the lock repository: fatal: repository '${missing}' does not exist (check uri: there is no git repository at that address)`,
     );
+  });
+
+  it('over git daemon, sees the commits since from the copy it keeps between checks', async () => {
+    const own = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
+    const daemon = await startGitDaemon(own.root);
+    const env = { TMPDIR: await scratchDir('pool-check-tmp-') };
+    const checkFrom = (ref: string) =>
+      runCommand('check', {
+        stdin: {
+          source: { uri: daemon.url(own.bare), branch: own.branch, pool: 'pool' },
+          version: { ref },
+        },
+        env,
+      });
+    try {
+      const start = await own.tip();
+      expect(succeeded(await checkFrom(start))).toEqual([{ ref: start }]);
+      const claim = await otherClone(own).claim('lock-a');
+      expect(succeeded(await checkFrom(start))).toEqual([{ ref: start }, { ref: claim }]);
+    } finally {
+      await daemon.stop();
+      await own.cleanup();
+    }
   });
 
   it('works over git daemon', async () => {

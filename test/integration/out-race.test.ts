@@ -12,7 +12,7 @@ import {
   type RunningScript,
   type ScriptResult,
 } from '../helpers/run-script.js';
-import { buildFolder, lockResponse, refused, succeeded } from '../helpers/steps.js';
+import { buildFolder, lockResponse, otherClone, refused, succeeded } from '../helpers/steps.js';
 import { source as lockSource } from '../helpers/source.js';
 
 let repo: LockRepo;
@@ -105,6 +105,36 @@ describe('two acquirers on one free lock over git daemon', () => {
     for (const run of runs) expect(run.stderrSoFar()).not.toMatch(/err/i);
     waiting[0]!.child.kill('SIGTERM');
     await waiting[0]!.done;
+  });
+});
+
+describe('two releases at once over git daemon', () => {
+  it('both land: the one that loses the race starts again from the new tip', async () => {
+    await otherClone(repo).claim('lock-a');
+    await repo.commit('adding claimed: lock-b', (work) =>
+      writeFile(join(work, 'pool', 'claimed', 'lock-b'), 'b\n'),
+    );
+    // Each push waits on the server before its update: the two releases push from the same tip,
+    // and the second update finds the branch moved.
+    const hook = join(repo.bare, 'hooks', 'pre-receive');
+    await writeFile(hook, '#!/bin/sh\nsleep 1\n', { mode: 0o755 });
+    const releases = await Promise.all(
+      ['lock-a', 'lock-b'].map(async (name) =>
+        runScript(
+          'out',
+          { source: source(), params: { release: 'held' } },
+          { args: [await buildFolder({ held: { name } })] },
+        ),
+      ),
+    );
+    for (const result of releases) succeeded(result);
+    expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a', 'lock-b'] });
+    const lost = releases.filter((result) => result.stderr.includes('the pool changed'));
+    expect(lost).toHaveLength(1);
+    expect((await repo.subjects()).slice(0, 2).sort()).toEqual([
+      'unclaiming: lock-a',
+      'unclaiming: lock-b',
+    ]);
   });
 });
 

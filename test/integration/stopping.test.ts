@@ -268,7 +268,9 @@ describe('a remote that accepts connections and never answers', () => {
       [dest],
     );
     runs.push(run);
-    await waitForProcess(run, /^git /);
+    // Their first fetch opens a session too (git/daemon-session.ts): the run waits for the
+    // server's first words before git starts.
+    expect(await eventually(() => silent!.connections() > 0, 20_000)).toBe(true);
     const stopped = await stop(run, 'SIGTERM');
     expect(stopped.code).toBe(143);
     expect(stopped.stdout).toBe('');
