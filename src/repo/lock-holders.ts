@@ -238,7 +238,9 @@ export class LockHolders {
    */
   async pin(commit: string, signal?: AbortSignal): Promise<boolean> {
     try {
-      await this.run(['rev-parse', '--verify', `${commit}^{commit}`], signal);
+      // The tip the copy last fetched is there: no git process to ask.
+      if (commit !== this.copy.fetched)
+        await this.run(['rev-parse', '--verify', `${commit}^{commit}`], signal);
     } catch (error) {
       if (error instanceof GitCommandError) return false;
       throw error;

@@ -86,6 +86,17 @@ describe('git processes per operation', () => {
     expect(check.processes).not.toContain('maintenance');
   });
 
+  it('a release from the get of its claim reads the claim from the commits it cloned', async () => {
+    const acquire = await counted('out', { params: { acquire: true } }, [await scratchDir()]);
+    const step = await scratchDir();
+    await counted('in', { version: (acquire.response as Response).version }, [join(step, 'lock')]);
+    const release = await counted('out', { params: { release: 'lock' } }, [step]);
+    // The claim's commit and its renewals since, one log each; the tip it reads them at is the
+    // one it cloned, which needs no `rev-parse` to be there.
+    expect(release.started).toEqual(['clone', 'ls-tree', 'log', 'log', 'fast-import', 'push']);
+    expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
+  });
+
   it('asks git for the identity when git_config sets one, and commits as it', async () => {
     const acquire = await counted(
       'out',
