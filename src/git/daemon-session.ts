@@ -9,11 +9,13 @@
 //   session answers "has the branch moved?" as often as asked.
 // - objects: protocol v2's fetch takes any object the repository has by its id, packs included
 //   that landed after the session began.
-// So the put's first fetch (whose refs, the first listed, are fresh) opens the session, later
-// polls ask HEAD on it, and a commit they saw is fetched on it by its id: git runs on it as on a
-// connection of its own (pkt-session.ts). A fetch that lists refs on a session that has listed
-// some, and anything when the branch is not HEAD's (another branch, a detached or unborn HEAD), a
-// v0 server or a session lost more than a few times, goes to a connection of its own as before.
+// So the run's first fetch (whose refs, the first listed, are fresh) opens the session: git runs
+// on it as on a connection of its own (pkt-session.ts). A put in line then asks HEAD on it at each
+// poll, and a commit it saw come is asked on it by its id, by the run itself (session-pack.ts,
+// written by pack-objects.ts) or else by git's fetch. A fetch that lists refs on a session that
+// has listed some, and anything when the branch is not HEAD's (another branch, a detached or
+// unborn HEAD), a v0 server or a session lost more than a few times, goes to a connection of its
+// own as before.
 import type { Socket } from 'node:net';
 import { daemonCommand, type DaemonSockets } from './daemon-command.js';
 import { daemonRequest, daemonTarget, type DaemonTarget } from './daemon-refs.js';
@@ -29,6 +31,7 @@ import {
 } from './fd-command.js';
 import { lsRefsRequest } from './ls-refs.js';
 import { PktSession } from './pkt-session.js';
+import { packOf, packRequest } from './session-pack.js';
 
 /** A session lost this many times (a server that ends idle connections) ends the watch. */
 const MAX_SESSIONS = 3;
@@ -41,6 +44,11 @@ export interface KeptSession {
   tip(): Promise<string | undefined>;
   /** Runs git's fetch (`args` naming fd::3) on the session; undefined where it cannot. */
   fetch(args: readonly string[], options: FdRunOptions): Promise<CommandResult | undefined>;
+  /**
+   * The pack of what commit `want` has beyond `haves`, asked on the session (session-pack.ts);
+   * undefined where it cannot (no session to be had, an answer it cannot read or too long).
+   */
+  pack(want: string, haves: readonly string[], signal?: AbortSignal): Promise<Buffer | undefined>;
   /**
    * Lets the session go until the next question (a put far back in line: git daemon counts it
    * against `--max-connections`, 32 by default, and pauses a second when it is reached).
@@ -117,6 +125,10 @@ class DaemonSession implements KeptSession {
     return this.serialized(() => this.relay(args, options));
   }
 
+  pack(want: string, haves: readonly string[], signal?: AbortSignal): Promise<Buffer | undefined> {
+    return this.serialized(() => this.askPack(want, haves, signal));
+  }
+
   release(): void {
     void this.serialized(async () => this.drop());
   }
@@ -156,6 +168,34 @@ class DaemonSession implements KeptSession {
       this.drop();
       if (!idle || ++this.lost >= MAX_SESSIONS) this.close();
       return this.usable ? this.ask() : undefined;
+    }
+  }
+
+  private async askPack(
+    want: string,
+    haves: readonly string[],
+    signal: AbortSignal | undefined,
+  ): Promise<Buffer | undefined> {
+    if (!this.usable) return undefined;
+    const timeout = AbortSignal.timeout(this.timeoutMs);
+    const stop = AbortSignal.any([...(signal ? [signal] : []), this.signal, timeout]);
+    const idle = this.session && !this.session.failed ? this.session : undefined;
+    let session: PktSession;
+    try {
+      session = idle ?? (await this.open(stop));
+    } catch {
+      if (++this.lost >= MAX_SESSIONS) this.close();
+      return undefined;
+    }
+    // Loose objects are written for SHA-1 repositories only (pack-objects.ts).
+    if (this.format) return undefined;
+    try {
+      session.ask(packRequest(want, haves));
+      return packOf((await session.untilFlush(stop)).raw);
+    } catch {
+      // Left in the middle of an answer, or one it could not read: of no more use.
+      this.drop();
+      return undefined;
     }
   }
 

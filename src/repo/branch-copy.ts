@@ -8,7 +8,8 @@ import { CancelledError, GitCommandError, OperationError } from '../base/errors.
 import { displayUri } from '../base/logger.js';
 import type { Git, GitRunOptions } from '../git/git.js';
 import type { KeptSession } from '../git/daemon-session.js';
-import { readRef } from '../git/refs.js';
+import { unpack, writeLooseObjects, type PackedObject } from '../git/pack-objects.js';
+import { readRef, writeRef } from '../git/refs.js';
 import { parseFetchHead, parseLsRemote, parseShallow, type RemoteRef } from './git-output.js';
 
 export interface BranchCopyOptions {
@@ -203,6 +204,7 @@ export class BranchCopy {
     // A kept session takes any commit by its id (daemon-session.ts).
     const kept = session?.usable ?? false;
     if (!byId?.usable && !kept) return false;
+    if (kept && reach === 'since' && (await this.unpackFromSession(id, signal))) return true;
     try {
       await this.fetchTip(this.options.uri, id, reach, signal);
     } catch (error) {
@@ -220,6 +222,29 @@ export class BranchCopy {
    */
   fetchLocal(gitDir: string, id: string, reach: Reach, signal?: AbortSignal): Promise<void> {
     return this.fetchTip(gitDir, id, reach, signal);
+  }
+
+  /**
+   * Brings the commits since the tip fetched last up to `id`, asked on the kept session and
+   * written here (pack-objects.ts): no process, where git's fetch starts four (session-pack.ts).
+   * False where the session cannot tell (the caller fetches with git).
+   */
+  private async unpackFromSession(id: string, signal?: AbortSignal): Promise<boolean> {
+    const { session, gitDir } = this.options;
+    const since = this.fetchedTip;
+    if (!session || since === undefined) return false;
+    const pack = await session.pack(id, [since], signal);
+    let objects: PackedObject[];
+    try {
+      objects = unpack(pack ?? Buffer.alloc(0));
+    } catch {
+      return false;
+    }
+    await writeLooseObjects(gitDir, objects);
+    await writeRef(gitDir, this.trackingRef, id);
+    this.fetchedTip = id;
+    this.knownDepth = undefined;
+    return true;
   }
 
   /** Fetches the commit `id` from `from` as the branch tip, as far as `reach` says. */

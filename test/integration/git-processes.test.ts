@@ -10,7 +10,9 @@ import { gitShim, type GitShim } from '../helpers/git-shim.js';
 import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
 import { runCommand } from '../helpers/run-command.js';
 import { source } from '../helpers/source.js';
-import { lockStep, scratchDir, succeeded } from '../helpers/steps.js';
+import { eventually } from '../helpers/eventually.js';
+import { waitingLineRefs } from '../helpers/hold-checks.mjs';
+import { lockStep, otherClone, scratchDir, succeeded } from '../helpers/steps.js';
 
 let repo: LockRepo;
 let daemon: GitDaemon;
@@ -45,12 +47,13 @@ async function counted(script: 'check' | 'in' | 'out', request: object, args: st
       env: { PATH: shim.path, TMPDIR: await scratchDir() },
     }),
   );
-  const started = (await shim.commands()).map(([name]) => name!);
+  const commands = await shim.commands();
+  const started = commands.map(([name]) => name!);
   // One `built-in: git NAME` line per git process, the ones git started included.
   const processes = [...(await shim.trace()).matchAll(/trace: built-in: git ([\w-]+)/g)].map(
     (match) => match[1]!,
   );
-  return { response, started, processes };
+  return { response, started, commands, processes };
 }
 
 describe('git processes per operation', () => {
@@ -97,6 +100,32 @@ describe('git processes per operation', () => {
     expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
   });
 
+  it('a put waiting in line fetches the moved branch on its session, with no git fetch', async () => {
+    await otherClone(repo).claim('lock-a');
+    const waiting = counted(
+      'out',
+      {
+        params: { acquire: true },
+        source: source(repo, { uri: daemon.url(repo.bare), retry_delay: '100ms' }),
+      },
+      [await scratchDir()],
+    );
+    expect(
+      await eventually(async () => (await waitingLineRefs(repo.bare)).length > 0, 10_000),
+    ).toBe(true);
+    // Another lock comes: the put sees the branch move on its session and takes it.
+    await otherClone(repo).add('lock-b');
+    const { response, started, commands } = await waiting;
+    expect((response as Response).metadata).toContainEqual({ name: 'lock_name', value: 'lock-b' });
+    // From the server, its first fetch only: the commit it saw come is asked on the session and
+    // written by the run. (The holders its progress names are fetched from its copy, locally.)
+    const fromServer = commands.filter(
+      ([name, ...args]) => name === 'fetch' && args.includes('fd::3'),
+    );
+    expect(fromServer).toHaveLength(1);
+    expect(started).not.toContain('unpack-objects');
+  });
+
   it('asks git for the identity when git_config sets one, and commits as it', async () => {
     const acquire = await counted(
       'out',
@@ -120,4 +149,5 @@ describe('git processes per operation', () => {
 
 interface Response {
   version: { ref: string };
+  metadata: { name: string; value: string }[];
 }

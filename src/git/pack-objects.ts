@@ -1,0 +1,147 @@
+// The objects of a small pack (a poll's fetch on the kept session, session-pack.ts), written as
+// loose objects by the run itself: `git unpack-objects` would do the same in a process of its own,
+// and as it prints nothing, the runner would wait 50 ms more after it (simple-git, git.ts).
+// A pack (git's Documentation/gitformat-pack.txt): "PACK", a version (2 or 3) and an object
+// count, then each object: its type and size, and its data zlib-deflated, the data of a delta
+// being instructions to build the object from another (by offset back in the pack, or by id).
+import { mkdir, rename, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { deflateSync, inflateSync } from 'node:zlib';
+import { nodeCrypto } from '../base/lazy-builtins.js';
+
+const TYPES = ['', 'commit', 'tree', 'blob', 'tag'] as const;
+const OFS_DELTA = 6;
+const REF_DELTA = 7;
+
+export interface PackedObject {
+  /** Its id (SHA-1: the session asks only SHA-1 repositories for packs). */
+  id: string;
+  type: 'commit' | 'tree' | 'blob' | 'tag';
+  data: Buffer;
+}
+
+/** The objects of `pack`, deltas resolved; throws on anything it cannot read whole. */
+export function unpack(pack: Buffer): PackedObject[] {
+  if (pack.toString('latin1', 0, 4) !== 'PACK') throw new Error('not a pack');
+  const version = pack.readUInt32BE(4);
+  if (version !== 2 && version !== 3) throw new Error(`pack version ${version}`);
+  const count = pack.readUInt32BE(8);
+  const byOffset = new Map<number, PackedObject>();
+  const byId = new Map<string, PackedObject>();
+  const objects: PackedObject[] = [];
+  let offset = 12;
+  for (let index = 0; index < count; index++) {
+    const start = offset;
+    let byte = pack[offset++]!;
+    const kind = (byte >> 4) & 7;
+    let size = byte & 15;
+    for (let shift = 4; byte & 0x80; shift += 7) {
+      byte = at(pack, offset++);
+      size += (byte & 0x7f) * 2 ** shift;
+    }
+    let base: PackedObject | undefined;
+    if (kind === OFS_DELTA) {
+      byte = at(pack, offset++);
+      let back = byte & 0x7f;
+      while (byte & 0x80) {
+        byte = at(pack, offset++);
+        back = (back + 1) * 128 + (byte & 0x7f);
+      }
+      base = byOffset.get(start - back);
+    } else if (kind === REF_DELTA) {
+      base = byId.get(pack.toString('hex', offset, offset + 20));
+      offset += 20;
+    } else if (!TYPES[kind]) throw new Error(`object type ${kind} in a pack`);
+    const { buffer: data, engine } = inflateSync(pack.subarray(offset), {
+      info: true,
+    }) as unknown as {
+      buffer: Buffer;
+      engine: { bytesWritten: number };
+    };
+    offset += engine.bytesWritten;
+    if (data.length !== size) throw new Error('an object of the wrong size in a pack');
+    const delta = kind === OFS_DELTA || kind === REF_DELTA;
+    if (delta && !base) throw new Error('a delta whose base is not in the pack');
+    const type = base?.type ?? (TYPES[kind] as PackedObject['type']);
+    const object = withId(type, base ? applyDelta(base.data, data) : data);
+    byOffset.set(start, object);
+    byId.set(object.id, object);
+    objects.push(object);
+  }
+  return objects;
+}
+
+/** Builds an object from its delta's `base` (copies from it and new bytes). */
+function applyDelta(base: Buffer, delta: Buffer): Buffer {
+  let offset = 0;
+  const varint = () => {
+    let value = 0;
+    let byte: number;
+    let shift = 0;
+    do {
+      byte = at(delta, offset++);
+      value += (byte & 0x7f) * 2 ** shift;
+      shift += 7;
+    } while (byte & 0x80);
+    return value;
+  };
+  if (varint() !== base.length) throw new Error('a delta for another base');
+  const result = Buffer.alloc(varint());
+  let written = 0;
+  while (offset < delta.length) {
+    const op = delta[offset++]!;
+    if (op & 0x80) {
+      let from = 0;
+      let length = 0;
+      for (let bit = 0; bit < 4; bit++)
+        if (op & (1 << bit)) from |= at(delta, offset++) << (8 * bit);
+      for (let bit = 0; bit < 3; bit++)
+        if (op & (0x10 << bit)) length |= at(delta, offset++) << (8 * bit);
+      from >>>= 0;
+      if (length === 0) length = 0x10000;
+      if (from + length > base.length || written + length > result.length)
+        throw new Error('a delta out of bounds');
+      written += base.copy(result, written, from, from + length);
+    } else if (op > 0) {
+      if (offset + op > delta.length || written + op > result.length)
+        throw new Error('a delta out of bounds');
+      written += delta.copy(result, written, offset, offset + op);
+      offset += op;
+    } else throw new Error('a delta with a reserved instruction');
+  }
+  if (written !== result.length) throw new Error('a delta of the wrong size');
+  return result;
+}
+
+function at(data: Buffer, offset: number): number {
+  const byte = data[offset];
+  if (byte === undefined) throw new Error('a pack cut short');
+  return byte;
+}
+
+/** An object with its id (SHA-1): the hash of its header and data. */
+function withId(type: PackedObject['type'], data: Buffer): PackedObject {
+  const id = nodeCrypto().createHash('sha1').update(header(type, data)).update(data).digest('hex');
+  return { id, type, data };
+}
+
+function header(type: string, data: Buffer): Buffer {
+  return Buffer.from(`${type} ${data.length}\0`, 'latin1');
+}
+
+/** Writes `objects` into `gitDir` as loose objects, as git does. */
+export async function writeLooseObjects(
+  gitDir: string,
+  objects: readonly PackedObject[],
+): Promise<void> {
+  await Promise.all(
+    objects.map(async ({ id, type, data }) => {
+      const folder = join(gitDir, 'objects', id.slice(0, 2));
+      const path = join(folder, id.slice(2));
+      await mkdir(folder, { recursive: true });
+      const temporary = `${path}.${process.pid}.tmp`;
+      await writeFile(temporary, deflateSync(Buffer.concat([header(type, data), data])));
+      await rename(temporary, path);
+    }),
+  );
+}

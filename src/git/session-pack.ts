@@ -1,0 +1,47 @@
+// A protocol v2 `fetch` the run asks itself on its kept git:// session (daemon-session.ts): the
+// objects one commit has beyond the copy's tip, as a pack (pack-objects.ts writes its objects).
+// git's own fetch of the same commit starts four processes (fetch, remote-fd, unpack-objects and
+// the rev-list of its connectivity check); a put waiting in line fetches at every move.
+import { isFlush, packetText, packets, pktLine } from './ls-refs.js';
+
+/**
+ * The request for the objects of `want` that `haves` lack (a SHA-1 repository's): one pack, no
+ * progress, no delta on an object outside it (pack-objects.ts reads the pack alone).
+ */
+export function packRequest(want: string, haves: readonly string[]): Buffer {
+  return Buffer.concat([
+    pktLine('command=fetch\n'),
+    Buffer.from('0001'),
+    pktLine('no-progress\n'),
+    pktLine('ofs-delta\n'),
+    pktLine(`want ${want}\n`),
+    ...haves.map((have) => pktLine(`have ${have}\n`)),
+    pktLine('done\n'),
+    Buffer.from('0000'),
+  ]);
+}
+
+/**
+ * The pack in the answer to packRequest (its `packfile` section, side band 1), up to the flush
+ * that ends it. Throws on anything else: another section first (the server asks something), a
+ * message on side band 3 (its error), or no pack at all.
+ */
+export function packOf(answer: Buffer): Buffer {
+  const parts: Buffer[] = [];
+  let section: string | undefined;
+  for (const packet of packets(answer)) {
+    if (isFlush(packet)) break;
+    if (section === undefined) {
+      section = packetText(packet);
+      if (section !== 'packfile') throw new Error(`a fetch answered with "${section}"`);
+      continue;
+    }
+    const band = packet[4];
+    if (band === 1) parts.push(packet.subarray(5));
+    else if (band === 3) throw new Error(`the server: ${packet.subarray(5).toString('utf8')}`);
+    else if (band !== 2) throw new Error('a fetch answered outside its side bands');
+  }
+  const pack = Buffer.concat(parts);
+  if (pack.subarray(0, 4).toString('latin1') !== 'PACK') throw new Error('a fetch sent no pack');
+  return pack;
+}
