@@ -209,49 +209,39 @@ describe('in', () => {
   });
 
   describe('over git daemon', () => {
+    /** Runs `test` with the lock repository served by git daemon, at its git:// URI. */
+    async function served(test: (uri: string) => Promise<void>): Promise<void> {
+      const daemon = await startGitDaemon(repo.root);
+      try {
+        await test(daemon.url(repo.bare));
+      } finally {
+        await daemon.stop();
+      }
+    }
+
+    /** Fetches the lock `claim` took (lock-a) with depth 1, and checks what it wrote. */
+    const fetchesClaim = (claim: string) =>
+      served(async (uri) => {
+        const { result, dest } = await fetchLock(claim, { source: { uri }, params: { depth: 1 } });
+        expect(succeeded(result)).toEqual(lockResponse(claim, 'lock-a'));
+        expect(await written(dest)).toEqual({ name: 'lock-a\n', metadata: BINARY });
+      });
+
+    it('fetches the lock', async () => fetchesClaim(await otherClone(repo).claim('lock-a')));
+
     // Its first fetch runs on a session of the run's; a wider window is fetched on a connection
     // of its own (the session's refs would be stale by then).
     it('widens its window to reach an older version', async () => {
       const claim = await otherClone(repo).claim('lock-a');
       for (let i = 0; i < 5; i++)
         await repo.commit(`unrelated ${i}`, (work) => writeFile(join(work, 'README.md'), `${i}\n`));
-      const daemon = await startGitDaemon(repo.root);
-      try {
-        const { result, dest } = await fetchLock(claim, {
-          source: { uri: daemon.url(repo.bare) },
-          params: { depth: 1 },
-        });
-        expect(succeeded(result)).toEqual(lockResponse(claim, 'lock-a'));
-        expect(await written(dest)).toEqual({ name: 'lock-a\n', metadata: BINARY });
-      } finally {
-        await daemon.stop();
-      }
+      await fetchesClaim(claim);
     });
 
-    it('names a branch that does not exist', async () => {
-      const daemon = await startGitDaemon(repo.root);
-      try {
-        const uri = daemon.url(repo.bare);
+    it('names a branch that does not exist', async () =>
+      served(async (uri) => {
         const { result } = await fetchLock(await repo.tip(), { source: { uri, branch: 'gone' } });
         refused(result, `branch "gone" does not exist in ${uri}`);
-      } finally {
-        await daemon.stop();
-      }
-    });
-  });
-
-  it('fetches over git daemon', async () => {
-    const claim = await otherClone(repo).claim('lock-a');
-    const daemon = await startGitDaemon(repo.root);
-    try {
-      const { result, dest } = await fetchLock(claim, {
-        source: { uri: daemon.url(repo.bare) },
-        params: { depth: 1 },
-      });
-      expect(succeeded(result)).toEqual(lockResponse(claim, 'lock-a'));
-      expect(await written(dest)).toEqual({ name: 'lock-a\n', metadata: BINARY });
-    } finally {
-      await daemon.stop();
-    }
+      }));
   });
 });

@@ -6,20 +6,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { unpack, writeLooseObjects } from '../../src/git/pack-objects.js';
+import { GIT_TEST_ENV } from '../helpers/lock-repo.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'pack-objects-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-const env = {
-  ...process.env,
-  GIT_AUTHOR_NAME: 't',
-  GIT_AUTHOR_EMAIL: 't@example.com',
-  GIT_COMMITTER_NAME: 't',
-  GIT_COMMITTER_EMAIL: 't@example.com',
-};
 const work = join(dir, 'work');
 const git = (cwd: string, args: string[], input?: Buffer) =>
-  execFileSync('git', args, { cwd, env, input, maxBuffer: 1 << 26 });
+  execFileSync('git', args, { cwd, env: GIT_TEST_ENV, input, maxBuffer: 1 << 26 });
 
 git(dir, ['init', '--quiet', '-b', 'master', work]);
 /** A commit whose lock file is `text`, so that consecutive commits' blobs delta well. */
