@@ -23,6 +23,10 @@ export interface PackedObject {
 /** The objects of `pack`, deltas resolved; throws on anything it cannot read whole. */
 export function unpack(pack: Buffer): PackedObject[] {
   if (pack.toString('latin1', 0, 4) !== 'PACK') throw new Error('not a pack');
+  // The pack's last 20 bytes are the SHA-1 of the rest.
+  const sum = nodeCrypto().createHash('sha1').update(pack.subarray(0, -20)).digest();
+  if (pack.length < 32 || !sum.equals(pack.subarray(-20)))
+    throw new Error('a pack whose checksum does not match');
   const version = pack.readUInt32BE(4);
   if (version !== 2 && version !== 3) throw new Error(`pack version ${version}`);
   const count = pack.readUInt32BE(8);
@@ -134,8 +138,9 @@ export async function writeLooseObjects(
   gitDir: string,
   objects: readonly PackedObject[],
 ): Promise<void> {
+  const unique = new Map(objects.map((object) => [object.id, object]));
   await Promise.all(
-    objects.map(async ({ id, type, data }) => {
+    [...unique.values()].map(async ({ id, type, data }) => {
       const folder = join(gitDir, 'objects', id.slice(0, 2));
       const path = join(folder, id.slice(2));
       await mkdir(folder, { recursive: true });

@@ -78,6 +78,12 @@ describe('unpack and writeLooseObjects', () => {
     expect(() => unpack(pack.subarray(0, pack.length - 40))).toThrow();
   });
 
+  it('refuses a pack whose bytes changed on the way', () => {
+    const pack = Buffer.from(packOf(third, first, ['--delta-base-offset']));
+    pack[pack.length >> 1] ^= 0x01;
+    expect(() => unpack(pack)).toThrow('checksum');
+  });
+
   it('refuses what is no pack', () => {
     expect(() => unpack(Buffer.from('0008NAK\n'))).toThrow('not a pack');
   });
