@@ -80,7 +80,8 @@ describe('unpack and writeLooseObjects', () => {
 
   it('refuses a pack whose bytes changed on the way', () => {
     const pack = Buffer.from(packOf(third, first, ['--delta-base-offset']));
-    pack[pack.length >> 1] ^= 0x01;
+    const middle = pack.length >> 1;
+    pack[middle] = pack[middle]! ^ 0x01;
     expect(() => unpack(pack)).toThrow('checksum');
   });
 
