@@ -6,8 +6,7 @@
 // being instructions to build the object from another (by offset back in the pack, or by id).
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { deflateSync, inflateSync } from 'node:zlib';
-import { nodeCrypto } from '../base/lazy-builtins.js';
+import { nodeCrypto, nodeZlib } from '../base/lazy-builtins.js';
 
 const TYPES = ['', 'commit', 'tree', 'blob', 'tag'] as const;
 const OFS_DELTA = 6;
@@ -56,7 +55,7 @@ export function unpack(pack: Buffer): PackedObject[] {
       base = byId.get(pack.toString('hex', offset, offset + 20));
       offset += 20;
     } else if (!TYPES[kind]) throw new Error(`object type ${kind} in a pack`);
-    const { buffer: data, engine } = inflateSync(pack.subarray(offset), {
+    const { buffer: data, engine } = nodeZlib().inflateSync(pack.subarray(offset), {
       info: true,
     }) as unknown as {
       buffer: Buffer;
@@ -123,10 +122,13 @@ function at(data: Buffer, offset: number): number {
   return byte;
 }
 
-/** An object with its id (SHA-1): the hash of its header and data. */
+/** An object's id: the hash of its header (`type size\0`) and its data. */
+export function objectId(type: string, data: Buffer, hash: 'sha1' | 'sha256' = 'sha1'): string {
+  return nodeCrypto().createHash(hash).update(header(type, data)).update(data).digest('hex');
+}
+
 function withId(type: PackedObject['type'], data: Buffer): PackedObject {
-  const id = nodeCrypto().createHash('sha1').update(header(type, data)).update(data).digest('hex');
-  return { id, type, data };
+  return { id: objectId(type, data), type, data };
 }
 
 function header(type: string, data: Buffer): Buffer {
@@ -145,7 +147,7 @@ export async function writeLooseObjects(
       const path = join(folder, id.slice(2));
       await mkdir(folder, { recursive: true });
       const temporary = `${path}.${process.pid}.tmp`;
-      await writeFile(temporary, deflateSync(Buffer.concat([header(type, data), data])));
+      await writeFile(temporary, nodeZlib().deflateSync(Buffer.concat([header(type, data), data])));
       await rename(temporary, path);
     }),
   );

@@ -1,7 +1,7 @@
 // What git prints about a copy of the branch, read into values, the one stream written to it
 // (fast-import) and the id git gives a blob: pure functions, tested on recorded git 2.39 output, so every reader of the branch
 // reads it the same way, lock-name rules included.
-import { nodeCrypto } from '../base/lazy-builtins.js';
+import { objectId } from '../git/pack-objects.js';
 import { lockNameProblem } from '../base/lock-name.js';
 import { lockPath, type Change, type LockState } from '../lock/pool-state.js';
 
@@ -377,8 +377,5 @@ export function quotePath(path: string): string {
 
 /** The object id git gives a blob with these bytes (SHA-1 or SHA-256, by the repository's ids). */
 export function blobId(content: Buffer, idLength: number): string {
-  const hash = nodeCrypto().createHash(idLength === 64 ? 'sha256' : 'sha1');
-  hash.update(`blob ${content.length}\0`);
-  hash.update(content);
-  return hash.digest('hex');
+  return objectId('blob', content, idLength === 64 ? 'sha256' : 'sha1');
 }

@@ -126,9 +126,8 @@ describe('the packaged resource', () => {
     expect(JSON.parse(checked.stdout)).toEqual([{ ref: acquiredRef }, { ref: releasedRef }]);
   });
 
-  it('loads neither node:crypto nor node:http for an acquire, its get and the release', async () => {
-    // Each costs every start that loads it (src/base/lazy-builtins.ts): a run over git:// needs
-    // neither. A preload notes the modules Node loaded by the time each script exits.
+  it('loads none of node:crypto, node:http and node:zlib for an acquire, its get and the release', async () => {
+    // Each costs every start that loads it (src/base/lazy-builtins.ts): these runs need none. A preload notes the modules Node loaded by the time each script exits.
     repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
     const source = lockSource(repo);
     const build = await mkdtemp(join(scratch, 'build-'));
@@ -155,7 +154,9 @@ describe('the packaged resource', () => {
     const modules = (await readFile(loaded, 'utf8')).split('\n');
     // Three runs noted what they loaded: the preload works, and the list names Node's modules.
     expect(modules.filter((module) => module === 'NativeModule child_process')).toHaveLength(3);
-    expect(modules.filter((module) => /^NativeModule (crypto|http)$/.test(module))).toEqual([]);
+    expect(modules.filter((module) => /^NativeModule (crypto|http|zlib)$/.test(module))).toEqual(
+      [],
+    );
   });
 
   it('stops at once on SIGTERM while waiting for a lock', async () => {
