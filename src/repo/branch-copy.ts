@@ -234,10 +234,12 @@ export class BranchCopy {
     const since = this.fetchedTip;
     if (!session || since === undefined) return false;
     const pack = await session.pack(id, [since], signal);
+    if (!pack) return false;
     let objects: PackedObject[];
     try {
-      objects = unpack(pack ?? Buffer.alloc(0));
+      objects = unpack(pack);
     } catch {
+      // A pack it cannot read whole (its checksum, a delta): git fetches the commit instead.
       return false;
     }
     await writeLooseObjects(gitDir, objects);
