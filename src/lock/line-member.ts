@@ -129,6 +129,11 @@ export class LineMember {
     await this.takePlace(tip);
   }
 
+  /** Whether the line last read may stand for the server's once the branch moved (LineWatch). */
+  get infersLine(): boolean {
+    return this.watch.infersLine();
+  }
+
   /** Notes the free and claimed locks at the synced tip (see LineWatch.observe). */
   observePool(tip: string, free: readonly string[], claimed: readonly string[]): void {
     this.free = free.length;

@@ -123,11 +123,10 @@ export class LockPool {
         clock: this.clock,
         signal: this.signal,
         onConflict: (name) => this.reporter.conflict(name),
-        // The jitter keeps writers that want the same locks out of lockstep: acquires and claims
-        // out of line. A put in line races only the others in line the same free locks serve
-        // (they take different locks, and each push lands on the one before), and a release (or
-        // any change that takes nothing) lands on whatever it lost to: a jitter would only hold
-        // up the hand-over they are on the way of.
+        // The jitter keeps writers after the same locks out of lockstep (acquires and claims out
+        // of line). A put in line races only the others the same free locks serve, each push
+        // landing on the one before, and a release (or any change that takes nothing) lands on
+        // whatever it lost to: a jitter would only hold up the hand-over on whose way they are.
         jitterAfterConflict: () =>
           (operation.kind === 'acquire' || operation.kind === 'claim') && !this.line?.leavingEntry,
         onTransient: (error, attempt, delayMs) => this.reporter.transient(error, attempt, delayMs),
@@ -275,9 +274,7 @@ export class LockPool {
       step.claiming ? [{ name: step.name, commit: refs[index]! }] : [],
     );
     // What the operation is about: the locks it takes, else every lock it changes.
-    const names = unique(
-      claimed.length > 0 ? claimed.map(({ name }) => name) : steps.map(({ name }) => name),
-    );
+    const names = [...new Set((claimed.length > 0 ? claimed : steps).map(({ name }) => name))];
     const value: Outcome = { ref, name: names[0]!, names };
     const claim: PendingClaim | undefined =
       claimed.length > 0 ? { locks: claimed, parent: tip } : undefined;
@@ -304,6 +301,8 @@ export class LockPool {
       // a push for every loser: in line, only the puts the free locks serve try for them.
       await line?.joinAfterLostRace(tip);
     }
+    // The next attempt starts from the tip that won, where the store fetches it at no connection.
+    this.presynced = await this.store.syncAfterLostRace(line?.infersLine ?? true);
     return { kind: 'conflict', name: value.name };
   }
 
@@ -393,8 +392,4 @@ export class LockPool {
   private throwIfCancelled(): void {
     if (this.signal.aborted) throw new CancelledError(this.signal.reason);
   }
-}
-
-function unique(names: readonly string[]): string[] {
-  return [...new Set(names)];
 }

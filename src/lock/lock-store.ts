@@ -28,6 +28,13 @@ export interface LockStore {
    * puts whose claims landed after `since` (their pushes took them out of it; lineInferred).
    */
   syncTo(seen: { tip: string; line: WaitingEntry[]; since?: string }): Promise<string>;
+  /**
+   * After a push lost its race at the synced tip: the tip that won, synced where the store can
+   * read and fetch it without a new connection to the server (over git://, on the run's kept
+   * session: git/daemon-session.ts). The line is inferred as syncTo's `since` infers it, and only
+   * where `inferLine`; undefined, having fetched nothing, where it cannot (the next attempt syncs).
+   */
+  syncAfterLostRace(inferLine: boolean): Promise<string | undefined>;
   /** The pool's waiting line as the last sync found it (an acquire's store fetches it). */
   syncedLine(): WaitingEntry[];
   /**

@@ -120,10 +120,6 @@ export class LockRepository {
     );
   }
 
-  get branchRef(): string {
-    return this.copy.branchRef;
-  }
-
   private run(args: readonly string[], options: Omit<GitRunOptions, 'cwd'> = {}): Promise<string> {
     return this.copy.run(args, options);
   }
@@ -170,12 +166,10 @@ export class LockRepository {
   }
 
   /**
-   * Syncs to the tip a look has just seen, with the line it saw there: the same as `sync` when the
-   * tip has not moved since, but git asks the server for that commit alone instead of listing the
-   * branch and the line again first (fetchById). Where the server refuses it (a commit asked for
-   * by id, or one it no longer has), fetches the branch as `sync` does, and does so from then on.
-   * With `since`, the claims after it are read from the commits fetched (line-claims.ts): only
-   * where the copy keeps them all (laterReach), else it syncs.
+   * Syncs to the tip a look has just seen, with the line it saw there: as `sync`, but git asks the
+   * server for that commit alone, listing no refs first (fetchById); where the server refuses that
+   * (by id, or a commit it no longer has), it syncs, from then on. With `since`, the line less the
+   * claims after it (line-claims.ts), where the copy keeps those commits (laterReach), else syncs.
    */
   async syncTo({ tip, line, since }: { tip: string; line: WaitingEntry[]; since?: string }) {
     const reach = this.laterReach;
@@ -186,6 +180,15 @@ export class LockRepository {
     this.fetchedLine = this.options.line ? line.filter(({ token }) => !claimed.has(token)) : [];
     this.lineInferred = since !== undefined;
     return this.startAttempt();
+  }
+
+  /** See LockStore.syncAfterLostRace: the tip asked on the kept session, fetched on it. */
+  async syncAfterLostRace(inferLine: boolean): Promise<string | undefined> {
+    const { session, line } = this.options;
+    if (!session?.usable || (line && !inferLine)) return undefined;
+    const [lost, tip] = [this.synced(), await session.tip()];
+    if (tip === undefined || tip === lost) return undefined;
+    return this.syncTo({ tip, line: this.fetchedLine, since: line ? lost : undefined });
   }
 
   /**
@@ -257,17 +260,12 @@ export class LockRepository {
 
   /** The pool as it is at the synced tip; refuses when the pool's folders are missing. */
   async pool(): Promise<PoolState> {
-    const { pool } = this.options;
+    const { pool, branch } = this.options;
     const out = await this.run(['ls-tree', '-r', '-t', '-z', this.synced(), '--', `${pool}/`]);
     const { claimed, unclaimed, irregular, exists, byPath } = poolEntries(out, pool);
     this.entries = byPath;
     if (!exists)
-      throw await missingPoolError(
-        (args) => this.run(args),
-        this.synced(),
-        pool,
-        this.options.branch,
-      );
+      throw await missingPoolError((args) => this.run(args), this.synced(), pool, branch);
     return { claimed, unclaimed, irregular };
   }
 

@@ -109,7 +109,7 @@ describe('two acquirers on one free lock over git daemon', () => {
 });
 
 describe('two releases at once over git daemon', () => {
-  it('both land: the one that loses the race starts again from the new tip', async () => {
+  it('both land: the one that loses the race starts again from the new tip, fetched on its session', async () => {
     await otherClone(repo).claim('lock-a');
     await repo.commit('adding claimed: lock-b', (work) =>
       writeFile(join(work, 'pool', 'claimed', 'lock-b'), 'b\n'),
@@ -131,6 +131,8 @@ describe('two releases at once over git daemon', () => {
     expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a', 'lock-b'] });
     const lost = releases.filter((result) => result.stderr.includes('the pool changed'));
     expect(lost).toHaveLength(1);
+    // One fetch each, on the session of its first: the loser asks for the tip that won on it.
+    expect(daemon.log().match(/Request upload-pack /g)).toHaveLength(2);
     expect((await repo.subjects()).slice(0, 2).sort()).toEqual([
       'unclaiming: lock-a',
       'unclaiming: lock-b',

@@ -155,6 +155,22 @@ class FakeStore implements LockStore {
 
   async syncTo(seen: { tip: string; line: WaitingEntry[]; since?: string }): Promise<string> {
     this.log.push(seen.since === undefined ? 'syncTo' : 'syncTo since');
+    return this.moveTo(seen);
+  }
+
+  /** What each syncAfterLostRace was told: whether the line may be inferred. */
+  readonly lostRaceInfers: boolean[] = [];
+
+  /** With tipWatched, the tip that won is fetched on the kept session (no sync). */
+  async syncAfterLostRace(inferLine: boolean): Promise<string | undefined> {
+    this.lostRaceInfers.push(inferLine);
+    if (!this.tipWatched || !inferLine || this.remoteCommit === this.localCommit) return undefined;
+    this.log.push('fetch the winner');
+    const since = this.localCommit;
+    return this.moveTo({ tip: this.remoteCommit, line: this.syncedEntries, since });
+  }
+
+  private moveTo(seen: { tip: string; line: WaitingEntry[]; since?: string }): string {
     const snapshot = this.history.get(seen.tip);
     if (!snapshot) throw new Error(`the remote never had ${seen.tip}`);
     this.local = copy(snapshot);
@@ -463,6 +479,30 @@ describe('LockPool', () => {
     expect(reporter.conflicts).toEqual(['lock-a', 'lock-a']);
     expect(clock.sleeps).toEqual([]);
     expect(store.remote.unclaimed).toEqual(new Set(['lock-a', 'lock-b']));
+  });
+
+  it('starts again from the tip that won, fetched where that costs no connection: no sync', async () => {
+    const store = new FakeStore(['lock-a', 'lock-c'], ['lock-b']);
+    store.tipWatched = true;
+    // Two other writers land first, one before each of its first two pushes.
+    const others: [string, LockState][] = [
+      ['lock-b', 'claimed'],
+      ['lock-c', 'unclaimed'],
+    ];
+    store.beforePush = () => {
+      const other = others.shift();
+      if (!other) return;
+      store.otherMoves(...other);
+      store.pushes.unshift('rejected');
+    };
+    const { pool, reporter } = setup(store);
+    expect((await pool.run({ kind: 'release', name: 'lock-a' })).name).toBe('lock-a');
+    expect(reporter.conflicts).toEqual(['lock-a', 'lock-a']);
+    expect(store.count('sync')).toBe(1);
+    expect(store.count('fetch the winner')).toBe(2);
+    // Each attempt built on the one before it lost to: nothing the others did is undone.
+    expect(store.remote.claimed).toEqual(new Set(['lock-b']));
+    expect(store.remote.unclaimed).toEqual(new Set(['lock-a', 'lock-c']));
   });
 
   it('treats an "Everything up-to-date" push like a lost race', async () => {
@@ -1568,6 +1608,21 @@ describe('LockPool in the waiting line', () => {
     expect(store.log.slice(3, 6)).toEqual(['push', 'join', 'sync']);
     expect(store.log.at(-1)).toBe('push leaving');
     expect(store.line).toEqual([]);
+  });
+
+  it('reads the line on the server after a join that followed a lost race, session or not', async () => {
+    const store = new FakeStore([], ['lock-a', 'lock-b']);
+    store.tipWatched = true;
+    store.beforePush = () => {
+      store.beforePush = undefined;
+      store.otherMoves('lock-a', 'claimed');
+      store.pushes.unshift('rejected');
+    };
+    const { pool } = setup(store, { lineToken: 'me' });
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-b');
+    // The puts it raced join too, some that started before it: only the server's line shows them.
+    expect(store.lostRaceInfers).toEqual([false]);
+    expect(store.log.slice(3, 6)).toEqual(['push', 'join', 'sync']);
   });
 
   it('spreads puts in line over the free locks, so they do not race each other', async () => {
