@@ -6,8 +6,7 @@ import type { CommandContext } from '../run/context.js';
 import { GitCommandError, describeError } from '../base/errors.js';
 import { nodeCrypto } from '../base/lazy-builtins.js';
 import { parseCheckRequest } from '../protocol/request.js';
-import { openSession, readRequest } from '../run/session.js';
-import { daemonSession } from '../git/daemon-session.js';
+import { keptSession, openSession, readRequest } from '../run/session.js';
 import { BranchHistory, type CommitTest } from '../repo/branch-history.js';
 import { takeCachedCopy } from '../repo/check-cache.js';
 import { commitFilter } from '../repo/pool-events.js';
@@ -31,9 +30,7 @@ export async function runCheck(ctx: CommandContext) {
   );
   ctx.onExit(async () => cached?.release());
   const reused = cached !== undefined && (await isRepository(cached.dir));
-  // Over git://, the first fetch runs on a session of the run's (git/daemon-session.ts): on a
-  // connection of git's own, a fetch of a window waits once on a delayed ACK (docs/benchmarks.md).
-  const session = daemonSession(source, ctx.signal);
+  const session = keptSession(source, ctx);
   try {
     return await answer(cached?.dir ?? join(environment.home, 'repository'));
   } catch (error) {
@@ -46,7 +43,6 @@ export async function runCheck(ctx: CommandContext) {
     await cached.discard();
     return await answer(cached.dir);
   } finally {
-    session?.close();
     await cached?.release();
   }
 

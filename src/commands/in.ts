@@ -4,12 +4,11 @@ import { join } from 'node:path';
 import type { CommandContext } from '../run/context.js';
 import { BranchHistory, type CommitClaim } from '../repo/branch-history.js';
 import { ConfigurationError, OperationError } from '../base/errors.js';
-import { daemonSession } from '../git/daemon-session.js';
 import { lockNameProblem } from '../base/lock-name.js';
 import { lockPath } from '../lock/pool-state.js';
 import { formatInstant } from '../repo/lock-holders.js';
 import { parseInRequest, type InRequest } from '../protocol/request.js';
-import { lockResponse, openSession, readRequest } from '../run/session.js';
+import { keptSession, lockResponse, openSession, readRequest } from '../run/session.js';
 
 /** Commits fetched from the tip at first (the window widens fourfold when a question needs it). */
 const IN_WINDOW = 16;
@@ -23,21 +22,14 @@ export async function runIn(ctx: CommandContext) {
   if (!dest) throw new ConfigurationError([IN_USAGE]);
   const { source } = request;
   const { git, environment } = await openSession(source, ctx);
-  // Over git://, the clone runs on a session of the run's (git/daemon-session.ts): on a connection
-  // of git's own, a clone of a window waits once on a delayed ACK (docs/benchmarks.md).
-  const session = daemonSession(source, ctx.signal);
   const history = new BranchHistory(
     git,
     join(environment.home, 'repository'),
     source.uri,
     source.branch,
-    { scratch: true, session },
+    { scratch: true, session: keptSession(source, ctx) },
   );
-  try {
-    return await fetchLock(ctx, request, dest, history);
-  } finally {
-    session?.close();
-  }
+  return fetchLock(ctx, request, dest, history);
 }
 
 async function fetchLock(

@@ -15,9 +15,9 @@ import { LockRepository } from '../repo/lock-repository.js';
 import { FetchById } from '../repo/branch-copy.js';
 import { lineTokenOf } from '../repo/line-claims.js';
 import { keptRefsFor } from '../git/kept-refs.js';
-import { daemonSession } from '../git/daemon-session.js';
 import { wireProtocolVersion } from '../git/environment.js';
 import { ProgressReporter } from './progress.js';
+import { keptSession } from './session.js';
 import type { Source } from '../protocol/request.js';
 
 export interface LockRunOptions {
@@ -46,9 +46,8 @@ export async function runLockOperation(
   const refs = keptRefsFor(git, source, ctx.signal);
   // A put that keeps its place in line.
   const line = operation.kind === 'acquire' && !operation.filter;
-  // Over git://, a session opened by the run's first fetch, which a fresh connection of git's own
-  // would make wait on a delayed ACK (docs/benchmarks.md); a put in line waits with it too.
-  const session = daemonSession(source, ctx.signal);
+  // A put in line waits with it too; a lost race asks it for the tip that won.
+  const session = keptSession(source, ctx);
   // Over protocol v2 a tip already seen (by a look, or by the put's own fetch) is fetched by its
   // id, the refs not listed again; over v0 (git://) the server advertises every ref on each
   // connection anyway, and a commit is asked by its id on the kept session only.
@@ -118,10 +117,7 @@ export async function runLockOperation(
   );
   const run = runReleasingAbandonedClaim(ctx, pool, source, build, options.claimer);
   ctx.log.info(startLine(operation, source.pool));
-  const outcome = await run(operation).finally(() => {
-    refs?.close();
-    session?.close();
-  });
+  const outcome = await run(operation).finally(() => refs?.close());
   // One line per reclaimed lock (SPEC §10): whose claim went, and why.
   for (const reclaim of outcome.reclaimed ?? []) ctx.log.info(reclaimLine(operation, reclaim));
   if (operation.kind === 'reap' && (outcome.names.length === 0 || operation.dryRun)) {

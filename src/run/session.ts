@@ -3,6 +3,7 @@
 import type { CommandContext } from './context.js';
 import { createGitEnvironment, type GitEnvironment } from '../git/environment.js';
 import { Git } from '../git/git.js';
+import { daemonSession, type KeptSession } from '../git/daemon-session.js';
 import { basicCredentials } from '../base/basic-auth.js';
 import { uriSecrets, userNameSecrets } from '../base/logger.js';
 import type { Parsed, Source } from '../protocol/request.js';
@@ -54,6 +55,17 @@ export async function openSession(source: Source, ctx: CommandContext): Promise<
   );
   ctx.onExit(() => environment.dispose());
   return { git: new Git(environment, ctx.signal, source.gitTimeoutMs), environment };
+}
+
+/**
+ * Over git://, the session the run's first fetch opens (git/daemon-session.ts), closed when the
+ * run ends: on a connection of git's own, a fetch of a window waits once on a delayed ACK
+ * (docs/benchmarks.md). Undefined for any other URI.
+ */
+export function keptSession(source: Source, ctx: CommandContext): KeptSession | undefined {
+  const session = daemonSession(source, ctx.signal);
+  if (session) ctx.onExit(async () => session.close());
+  return session;
 }
 
 /** The answer about a lock, or a set of locks (`names`, more than one: they are named too). */
