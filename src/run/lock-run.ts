@@ -46,7 +46,8 @@ export async function runLockOperation(
   const refs = keptRefsFor(git, source, ctx.signal);
   // A put that keeps its place in line.
   const line = operation.kind === 'acquire' && !operation.filter;
-  // A put in line waits with it too; a lost race asks it for the tip that won.
+  // Over git://, the session of the run's first fetch: a put in line waits with it too, and a
+  // push that lost its race asks it for the tip that won.
   const session = keptSession(source, ctx);
   // Over protocol v2 a tip already seen (by a look, or by the put's own fetch) is fetched by its
   // id, the refs not listed again; over v0 (git://) the server advertises every ref on each
