@@ -1610,6 +1610,30 @@ describe('LockPool in the waiting line', () => {
     expect(store.line).toEqual([]);
   });
 
+  it('starts again on the session after losing a race in line, the line told by the claims', async () => {
+    const store = new FakeStore(['lock-a', 'lock-b'], []);
+    store.tipWatched = true;
+    const { pool, clock, reporter } = setup(store, { lineToken: 'me' });
+    clock.onSleep = (index) => {
+      if (index === 1) store.otherMoves('lock-a', 'unclaimed');
+    };
+    // Its claim of lock-a loses to the release of lock-b, which lands first.
+    store.beforePush = () => {
+      store.beforePush = undefined;
+      store.otherMoves('lock-b', 'unclaimed');
+      store.pushes.unshift('rejected');
+    };
+    expect((await pool.run({ kind: 'acquire' })).name).toMatch(/^lock-[ab]$/);
+    expect(reporter.conflicts).toHaveLength(1);
+    // In line since its first poll, having read the line there: it may tell the line itself.
+    expect(store.lostRaceInfers).toEqual([true]);
+    const lost = store.log.indexOf('push leaving');
+    expect(store.log.slice(lost + 1, lost + 2)).toEqual(['fetch the winner']);
+    // Its first sync alone: a poll fetched the tip it saw (syncTo), the lost race the winner.
+    expect(store.log.filter((entry) => entry === 'sync')).toHaveLength(1);
+    expect(store.line).toEqual([]);
+  });
+
   it('reads the line on the server after a join that followed a lost race, session or not', async () => {
     const store = new FakeStore([], ['lock-a', 'lock-b']);
     store.tipWatched = true;
