@@ -13,10 +13,9 @@
 // on it as on a connection of its own (pkt-session.ts). A put in line then asks HEAD on it at each
 // poll, a run whose push lost its race asks it for the tip that won, and a commit so seen is asked
 // on it by its id, by the run itself (session-pack.ts, written by pack-objects.ts) or else by
-// git's fetch. A fetch that lists refs on a session that
-// has listed some, and anything when the branch is not HEAD's (another branch, a detached or
-// unborn HEAD), a v0 server or a session lost more than a few times, goes to a connection of its
-// own as before.
+// git's fetch. A fetch that lists refs on a session that has listed some, and anything when the
+// branch is not HEAD's (another branch, a detached or unborn HEAD), a v0 server or a session lost
+// more than a few times, goes to a connection of its own as before.
 import type { Socket } from 'node:net';
 import { daemonCommand, type DaemonSockets } from './daemon-command.js';
 import { daemonRequest, daemonTarget, type DaemonTarget } from './daemon-refs.js';
