@@ -127,7 +127,8 @@ describe('the packaged resource', () => {
   });
 
   it('loads none of node:crypto, node:http and node:zlib for an acquire, its get and the release', async () => {
-    // Each costs every start that loads it (src/base/lazy-builtins.ts): these runs need none. A preload notes the modules Node loaded by the time each script exits.
+    // Each costs every start that loads it (src/base/lazy-builtins.ts): these runs need none.
+    // A preload notes the modules Node loaded by the time each script exits.
     repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
     const source = lockSource(repo);
     const build = await mkdtemp(join(scratch, 'build-'));
