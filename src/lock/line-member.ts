@@ -4,6 +4,7 @@
 import { describeError, formatMs } from '../base/errors.js';
 import { LEAVE_AFTER_STOP_MS } from '../base/stop-budget.js';
 import type { Clock } from './retry.js';
+import { LinePace } from './line-pace.js';
 import { LineWatch } from './line-watch.js';
 import { ReleaseForecast } from './release-forecast.js';
 import type { LockStore } from './lock-store.js';
@@ -18,7 +19,6 @@ import {
   pollMs,
   showLifeAfterMs,
   sightKey,
-  type LineSeen,
   type WaitingEntry,
 } from './waiting-line.js';
 
@@ -71,8 +71,8 @@ export class LineMember {
   private waitingFor: { reason: string; wanted: string[] } | undefined;
   /** Entries ahead of this put at the last look (undefined before the first). */
   private ahead: WaitingEntry[] | undefined;
-  /** How many locks the puts that left the line ahead of this one waited for (see lineSeen). */
-  private departed = 0;
+  /** How fast the line ahead has moved (backPollMs). */
+  private readonly pace: LinePace;
   /** Free locks at the last sync, and the claimed ones. */
   private free = 0;
   private claimedLocks: readonly string[] = [];
@@ -93,6 +93,7 @@ export class LineMember {
     if (count && count > 1) this.me.count = count;
     if (who) this.me.who = who;
     this.watch = new LineWatch(clock, retryDelayMs, started, (tip) => store.commitTime(tip));
+    this.pace = new LinePace(store, clock, retryDelayMs);
     const rest = QUIET_AFTER_DELAYS * pollMs(retryDelayMs);
     this.forecast = new ReleaseForecast(store, clock, retryDelayMs, rest);
   }
@@ -200,7 +201,7 @@ export class LineMember {
       const farBack = lockDemand(known) - FRONT_SPARE + 1 >= FAR_BACK_LOCKS;
       if (farBack) this.store.unwatch();
       const wake = earliest(await this.wakeAt(), wait.wakeAt);
-      let interval = front ? await this.frontPollInterval(tip) : this.backPollInterval(far);
+      let interval = front ? await this.frontPollInterval(tip) : await this.backPollInterval(far);
       if (wake !== undefined) interval = Math.min(interval, wake - this.clock.now());
       await wait.pause(interval);
       const watched = this.placeSaid && !farBack ? await this.store.tipNow() : undefined;
@@ -282,10 +283,11 @@ export class LineMember {
   }
 
   /** How long a put further back waits before its next poll (backPollMs; `far`: a fetch). */
-  private backPollInterval(far: boolean): number {
+  private async backPollInterval(far: boolean): Promise<number> {
     const retryDelayMs = this.options.retryDelayMs;
     if (this.ahead === undefined) return pollMs(retryDelayMs);
-    return backPollMs(retryDelayMs, this.toFront(), this.lineSeen(), far);
+    const seen = await this.pace.seen(this.watch.watchingSince, far);
+    return backPollMs(retryDelayMs, this.toFront(), seen, far);
   }
 
   /** Locks the puts ahead take before this put is near the front (see FRONT_SPARE). */
@@ -293,18 +295,11 @@ export class LineMember {
     return lockDemand(this.ahead ?? []) - this.free - FRONT_SPARE + 1;
   }
 
-  /** How long this put has watched the line, and how many locks the puts ahead that left took. */
-  private lineSeen(): LineSeen | undefined {
-    const since = this.watch.watchingSince;
-    if (since === undefined) return undefined;
-    return { watchedMs: this.clock.now() - since, departed: this.departed };
-  }
-
   /** Notes the entries ahead now, counting those that left since the last look. */
   private see(ahead: WaitingEntry[]): WaitingEntry[] {
     if (this.ahead) {
       const still = new Set(ahead.map((entry) => entry.token));
-      this.departed += lockDemand(this.ahead.filter((entry) => !still.has(entry.token)));
+      this.pace.departedAhead(lockDemand(this.ahead.filter((entry) => !still.has(entry.token))));
     }
     this.ahead = ahead;
     return ahead;

@@ -62,8 +62,9 @@ export interface LockStore {
    */
   commitTime(commit: string): Promise<number | undefined>;
   /**
-   * When the locks claimed at the synced tip were claimed, and how long recent holds lasted, as
-   * far as the commits the working copy holds tell (nothing, where it holds the tip alone).
+   * When the locks claimed at the synced tip were claimed, how long recent holds lasted, and when
+   * each claim was made, as far as the commits the working copy holds tell (nothing, where it
+   * holds the tip alone).
    */
   holdHistory(): Promise<HoldHistory>;
   /**

@@ -43,6 +43,8 @@ export interface HoldHistory {
   claimedAt: ReadonlyMap<string, number>;
   /** How long each hold that began and ended within them lasted, claim to release (ms). */
   holds: readonly number[];
+  /** When each claim among them was committed (ms since the epoch), oldest first. */
+  claims: readonly number[];
 }
 
 /** What the commit that reclaimed a claim says: when, and why. */

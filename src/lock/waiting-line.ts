@@ -202,10 +202,9 @@ export function slowestPollMs(retryDelayMs: number): number {
 
 /** What a put has seen of the line ahead of it move (see backPollMs). */
 export interface LineSeen {
-  /** How long the put has watched the line. */
-  watchedMs: number;
-  /** How many locks the puts that left the line ahead of it meanwhile waited for. */
-  departed: number;
+  watchedMs: number; // how long the put has watched the line
+  departed: number; // how many locks the puts that left the line ahead meanwhile waited for
+  before?: { spanMs: number; claims: number }; // the claims before its first look (line-pace.ts)
 }
 
 /**
@@ -222,7 +221,9 @@ export interface LineSeen {
  * (the next to leave): a few departures seen early never read as a slow line, and a line that
  * has not moved at all reads as slow as the watch is long. Such a line may have only just formed
  * (puts that all joined at once), so until the put has seen someone ahead leave, it polls more
- * slowly than near the front only once it has watched the line for twice as long.
+ * slowly than near the front only once it has watched the line for twice as long. The pool's
+ * claims just before its first look count as watched, and as leaving (`seen.before`): a put just
+ * joined would otherwise read the pace from the first puts to leave.
  */
 export function backPollMs(
   retryDelayMs: number,
@@ -233,8 +234,10 @@ export function backPollMs(
   if (seen === undefined) return pollMs(retryDelayMs);
   const near = fetches ? farPollMs(retryDelayMs) : slowestPollMs(retryDelayMs);
   const far = near * backSlowdown(toFront);
-  const slowest = seen.departed > 0 ? far : Math.max(near, Math.min(far, seen.watchedMs / 2));
-  const turnoverMs = seen.watchedMs / (seen.departed + 1);
+  const { spanMs = 0, claims = 0 } = seen.before ?? {};
+  const moved = seen.departed + claims > 0;
+  const slowest = moved ? far : Math.max(near, Math.min(far, seen.watchedMs / 2));
+  const turnoverMs = (seen.watchedMs + spanMs) / (seen.departed + claims + 1);
   const floor =
     toFront <= 1 && seen.departed > 0 ? frontPollMs(retryDelayMs) : pollMs(retryDelayMs);
   return Math.max(floor, Math.min((toFront * turnoverMs) / 2, slowest));

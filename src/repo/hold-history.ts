@@ -1,6 +1,7 @@
 // How long the pool's locks are held, read from the newest commits a copy of the branch holds:
 // their subjects (SPEC §6: `claiming: NAME`, `unclaiming: NAME`, …) and committer times. A put at
-// the front of the waiting line polls fast only once a release is plausible (lock/line-member.ts).
+// the front of the waiting line polls fast only once a release is plausible (lock/line-member.ts);
+// one further back polls at the pace the claims tell (lock/line-pace.ts).
 import type { HoldHistory } from '../lock/pool-state.js';
 
 /** The newest commits read: several holds of each lock of a busy pool, in one short log. */
@@ -38,11 +39,13 @@ const SUBJECT = /^(claiming|adding claimed|unclaiming|removing): (.+)$/;
 
 /**
  * The holds in `holdHistoryArgs` output: each lock still claimed at the end with the time of its
- * claim, and the length of the recent holds that began and ended within the commits read.
+ * claim, the length of the recent holds that began and ended within the commits read, and when
+ * each lock was claimed (the waiting line's pace, lock/line-pace.ts).
  */
 export function parseHoldHistory(out: string): HoldHistory {
   const claimedAt = new Map<string, number>();
   const ended: { at: number; lasted: number }[] = [];
+  const claims: number[] = [];
   let newest = -Infinity;
   for (const record of out.split('\0')) {
     const match = /^(\d+) (.*)$/.exec(record.replace(/^\n+|\n+$/g, ''));
@@ -53,6 +56,7 @@ export function parseHoldHistory(out: string): HoldHistory {
     if (!subject) continue;
     const [, verb, name = ''] = subject;
     if (verb === 'claiming' || verb === 'adding claimed') {
+      if (verb === 'claiming') claims.push(at);
       claimedAt.set(name, at);
       continue;
     }
@@ -64,5 +68,5 @@ export function parseHoldHistory(out: string): HoldHistory {
     .filter((hold) => hold.at >= newest - RECENT_MS)
     .slice(-RECENT_HOLDS)
     .map((hold) => hold.lasted);
-  return { claimedAt, holds };
+  return { claimedAt, holds, claims };
 }

@@ -243,7 +243,7 @@ export class LockRepository {
    * the tip (keptCopy), which a log would not reach past.
    */
   async holdHistory(): Promise<HoldHistory> {
-    if (!this.keptCopy) return { claimedAt: new Map(), holds: [] };
+    if (!this.keptCopy) return { claimedAt: new Map(), holds: [], claims: [] };
     return parseHoldHistory(await this.run(holdHistoryArgs(this.synced(), this.options.pool)));
   }
 

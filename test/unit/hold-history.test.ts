@@ -54,4 +54,16 @@ describe('parseHoldHistory', () => {
     );
     expect(history.holds).toEqual(holds.map((seconds) => seconds * 1_000));
   });
+
+  it('lists when each lock was claimed, oldest first (a lock added claimed is no claim)', () => {
+    const out = log(
+      [100, 'claiming: a'],
+      [110, 'adding claimed: b'],
+      [130, 'unclaiming: a'],
+      [140, 'claiming: a'],
+      [150, 'updating: c'],
+      [160, 'claiming: c'],
+    );
+    expect(parseHoldHistory(out).claims).toEqual([100_000, 140_000, 160_000]);
+  });
 });

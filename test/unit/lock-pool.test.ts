@@ -209,7 +209,7 @@ class FakeStore implements LockStore {
   }
 
   /** What holdHistory answers: no hold seen, unless a test says otherwise. */
-  holdsSeen: HoldHistory = { claimedAt: new Map(), holds: [] };
+  holdsSeen: HoldHistory = { claimedAt: new Map(), holds: [], claims: [] };
 
   async holdHistory(): Promise<HoldHistory> {
     this.log.push('holdHistory');
@@ -994,7 +994,7 @@ function secondInLine(ahead: string) {
     ['lock-a', 1_000_000],
     ['lock-b', 1_000_000 + 20_000],
   ]);
-  store.holdsSeen = { claimedAt, holds: [30_000] };
+  store.holdsSeen = { claimedAt, holds: [30_000], claims: [] };
   return { store, claimedAt, ...setup(store, { lineToken: 'me' }) };
 }
 
@@ -1209,6 +1209,7 @@ describe('LockPool in the waiting line', () => {
     store.holdsSeen = {
       claimedAt: new Map([['lock-a', 1_000_000]]),
       holds: [45_000, 30_000, 60_000],
+      claims: [],
     };
     clock.onSleep = () => {
       if (clock.time >= 1_000_000 + 31_000 && store.remote.claimed.has('lock-a'))
@@ -1290,8 +1291,8 @@ describe('LockPool in the waiting line', () => {
 
   it('at the front, polls fast where no hold is seen, or a claim lies beyond the history read', async () => {
     for (const holds of [
-      { claimedAt: new Map([['lock-a', 1_000_000]]), holds: [] },
-      { claimedAt: new Map([['lock-b', 1_000_000]]), holds: [30_000] },
+      { claimedAt: new Map([['lock-a', 1_000_000]]), holds: [], claims: [] },
+      { claimedAt: new Map([['lock-b', 1_000_000]]), holds: [30_000], claims: [] },
     ]) {
       const store = new FakeStore(['lock-a'], []);
       store.holdsSeen = holds;
@@ -1302,7 +1303,7 @@ describe('LockPool in the waiting line', () => {
 
   it('reads no hold history again for ten retry_delays after holds too short to poll slower between', async () => {
     const store = new FakeStore(['lock-a'], []);
-    store.holdsSeen = { claimedAt: new Map([['lock-a', 1_000_000]]), holds: [1_000] };
+    store.holdsSeen = { claimedAt: new Map([['lock-a', 1_000_000]]), holds: [1_000], claims: [] };
     const { pool, clock } = setup(store, { lineToken: 'me' });
     // Another put releases lock-b and claims it again between two polls, every second: the tip
     // moves, and lock-b is never free when this put looks.
@@ -1414,6 +1415,51 @@ describe('LockPool in the waiting line', () => {
     expect(clock.sleeps.slice(-3)).toEqual([100, 100, 100]);
     expect(clock.sleeps.length).toBeLessThan(waited / 100 / 2);
     expect(store.line).toEqual([]);
+  });
+
+  it("far back, just joined, polls at the pace the pool's recent claims show, not as fast as the first puts to leave", async () => {
+    // Twelve puts ahead for one lock. Two leave within the first second (a burst of hand-overs as
+    // this put joins), then one every 3 s; the release after the last is this put's. Over git://
+    // each poll far back is a fetch.
+    const run = async (claims: number[]) => {
+      const { store, pool, clock } = behindInLine(12, { retryDelayMs: 1_000 });
+      store.holdsSeen = { claimedAt: new Map(), holds: [], claims };
+      const handOvers = [400, 800, ...Array.from({ length: 10 }, (_, n) => 3_800 + n * 3_000)];
+      const lastAt = clock.time + 3_800 + 10 * 3_000;
+      const at = handOvers.map((ms) => clock.time + ms);
+      clock.onSleep = () => {
+        while (at.length > 0 && clock.time >= at[0]!) {
+          at.shift();
+          store.otherMoves('lock-a', 'unclaimed');
+          store.otherMoves('lock-a', 'claimed');
+          store.line.shift();
+        }
+        if (clock.time >= lastAt && store.remote.claimed.has('lock-a'))
+          store.otherMoves('lock-a', 'unclaimed');
+      };
+      // The fetches it made far back: four puts or more ahead, no lock free.
+      let fetches = 0;
+      const sync = store.sync.bind(store);
+      store.sync = () => {
+        if (store.line.length > 4 && store.remote.unclaimed.size === 0) fetches++;
+        return sync();
+      };
+      expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+      return { fetches, servedAfter: clock.time - lastAt };
+    };
+    // The claims the put's copy holds: a lock every 3 s for the half minute before it started.
+    const start = new FakeClock().time;
+    const steady = Array.from({ length: 10 }, (_, n) => start - 30_000 + n * 3_000);
+    const without = await run([]);
+    const withClaims = await run(steady);
+    // Reading the first departures alone, it polls as if the line moved a lock every half second.
+    expect(withClaims.fetches).toBeLessThanOrEqual(Math.ceil(without.fetches / 2));
+    // Its own turn is seen as soon: near the front it polls as fast as before.
+    for (const { servedAfter } of [without, withClaims])
+      expect(servedAfter).toBeLessThanOrEqual(FRONT_POLL_MS);
+    // Claims older than the window (60 retry_delays) tell nothing: polled as without any.
+    const old = await run(steady.map((at) => at - 120_000));
+    expect(old.fetches).toBe(without.fetches);
   });
 
   it.each([
