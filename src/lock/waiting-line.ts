@@ -202,9 +202,12 @@ export function slowestPollMs(retryDelayMs: number): number {
 
 /** What a put has seen of the line ahead of it move (see backPollMs). */
 export interface LineSeen {
-  watchedMs: number; // how long the put has watched the line
-  departed: number; // how many locks the puts that left the line ahead meanwhile waited for
-  before?: { spanMs: number; claims: number }; // the claims before its first look (line-pace.ts)
+  /** How long the put has watched the line. */
+  watchedMs: number;
+  /** How many locks the puts that left the line ahead of it meanwhile waited for. */
+  departed: number;
+  /** The pool's claims before its first look, as if it had watched them (line-pace.ts). */
+  before?: { spanMs: number; claims: number };
 }
 
 /**
