@@ -180,11 +180,11 @@ export function decide(
 
 /**
  * `count` locks, chosen by `random` among the free ones, or a wait until that many are free. An
- * acquire without a count waits on an empty pool, as the reference does (locks may be added);
- * one that names a count the pool cannot reach fails at once.
+ * acquire of one lock (`count: 1` as without a count) waits on an empty pool, as the reference
+ * does (locks may be added); one for more locks than the pool holds fails at once.
  */
 function decideAcquire(
-  { count: asked, filter }: Extract<ResolvedOperation, { kind: 'acquire' }>,
+  { count = 1, filter }: Extract<ResolvedOperation, { kind: 'acquire' }>,
   /** With a filter, only the locks it lets through (lock-pool.ts). */
   pool: PoolState,
   poolName: string,
@@ -193,9 +193,8 @@ function decideAcquire(
   reclaimable: readonly Reclaim[] = [],
   reclaimedBy = 'unknown',
 ): Decision {
-  const count = asked ?? 1;
   const total = new Set([...pool.claimed, ...pool.unclaimed]).size;
-  if (asked !== undefined && count > total) {
+  if (count > 1 && count > total) {
     return {
       kind: 'fail',
       message: `cannot acquire ${count} locks: pool "${poolName}" holds ${total}${filter ? ` that pass ${describeFilter(filter)}` : ''} (claimed and unclaimed)`,
@@ -261,6 +260,12 @@ function decideSet(
       })),
     };
   }
+  const total = new Set([...pool.claimed, ...pool.unclaimed]).size;
+  if (names.length > 1 && names.length > total)
+    return {
+      kind: 'fail',
+      message: `cannot claim ${names.length} locks: pool "${poolName}" holds ${total} (claimed and unclaimed)`,
+    };
   const taken = names.filter((name) => pool.claimed.has(name));
   const missing = names.filter((name) => !pool.claimed.has(name) && !pool.unclaimed.has(name));
   if (taken.length === 0 && missing.length === 0) return claimSet(names);

@@ -142,6 +142,16 @@ describe('acquire with count', () => {
       'cannot acquire 4 locks: pool "pool" holds 3 (claimed and unclaimed)',
     );
     expect(await pool.repo.tip()).toBe(tip);
+    // A claim list longer than the pool, the same.
+    const listed = await runCommand('out', {
+      stdin: { source: pool.source(), params: { claim: ['lock-a', 'lock-b', 'lock-c', 'lock-d'] } },
+      args: [await scratchDir()],
+    });
+    expect(listed.code).toBe(1);
+    expect(listed.stderr).toContain(
+      'cannot claim 4 locks: pool "pool" holds 3 (claimed and unclaimed)',
+    );
+    expect(await pool.repo.tip()).toBe(tip);
   });
 
   it('two puts for 2 locks of a pool of 3 never deadlock and never hold more than the pool has', async () => {

@@ -206,6 +206,22 @@ describe('decide for several locks at once', () => {
     });
     // Without a count, an empty pool is waited on, as the reference does: locks may be added.
     expect(decide({ kind: 'acquire' }, pool([], []), 'p', first)).toMatchObject({ kind: 'wait' });
+    // `count: 1` is the default spelled out: the same wait.
+    expect(decide({ kind: 'acquire', count: 1 }, pool([], []), 'p', first)).toMatchObject({
+      kind: 'wait',
+    });
+  });
+
+  it('claim of a list longer than the pool fails at once, naming both numbers', () => {
+    const names = ['a', 'b', 'c'];
+    expect(decide({ kind: 'claim', name: 'a', names }, pool([], ['a', 'b']), 'p', first)).toEqual({
+      kind: 'fail',
+      message: 'cannot claim 3 locks: pool "p" holds 2 (claimed and unclaimed)',
+    });
+    // One name the pool lacks, in a pool large enough: a wait, as for a single claim.
+    expect(
+      decide({ kind: 'claim', name: 'a', names }, pool(['x'], ['a', 'b']), 'p', first),
+    ).toMatchObject({ kind: 'wait' });
   });
 
   it('claim of a list takes all of them, or waits naming those not free', () => {
@@ -215,7 +231,7 @@ describe('decide for several locks at once', () => {
       commits: names.map((name) => expect.objectContaining({ name, claiming: true })),
     });
     expect(
-      decide({ kind: 'claim', name: 'a', names: ['a', 'b', 'c'] }, pool(['b'], ['a']), 'p', first),
+      decide({ kind: 'claim', name: 'a', names: ['a', 'b', 'c'] }, pool(['b'], ['a', 'd']), 'p', first),
     ).toEqual({
       kind: 'wait',
       reason:
