@@ -15,6 +15,9 @@ export function lockNameProblem(name: string): string | undefined {
   // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f\u007f-\u009f]/.test(name))
     return `"${printable(name)}" contains a control character`;
+  // Bytes that are not UTF-8 read as U+FFFD: a file so named could be listed but never moved by
+  // the name read back, and a name goes into JSON, which holds text.
+  if (name.includes('\uFFFD')) return `"${printable(name)}" is not UTF-8 text`;
   return undefined;
 }
 

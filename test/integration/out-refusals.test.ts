@@ -117,6 +117,17 @@ describe('out refuses at once, committing nothing', () => {
     );
   });
 
+  it('a name file that is not UTF-8 text', async () => {
+    const src = await buildFolder();
+    await mkdir(join(src, 'held'));
+    await writeFile(join(src, 'held', 'name'), Buffer.from([0x78, 0xff, 0x0a]));
+    await writeFile(join(src, 'held', 'metadata'), '');
+    refused(
+      await out({ add: 'held' }, { src }),
+      'error reading add: lock name "x\ufffd" is not UTF-8 text',
+    );
+  });
+
   it('releasing a lock that is unclaimed', async () => {
     const src = await buildFolder({ held: { name: 'lock-a' } });
     refused(
@@ -227,6 +238,38 @@ describe('a lock repository that refuses pushes', () => {
       expect(await guarded.tip()).toBe(before);
     } finally {
       await guarded.cleanup();
+    }
+  });
+});
+
+describe('a pool holding a file whose name is not UTF-8 text', () => {
+  it('is never acquired: the other locks are, every time', async () => {
+    const odd = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
+    try {
+      await odd.commit('a lock named in Latin-1', async (work) => {
+        const folder = Buffer.from(join(work, 'pool', 'unclaimed') + '/');
+        await writeFile(Buffer.concat([folder, Buffer.from([0x63, 0x61, 0x66, 0xe9])]), 'm');
+      });
+      const start = await odd.tip();
+      // Eight acquires from the same tip: a random pick among two would take the odd one in
+      // eight tries all but once in 256.
+      for (let i = 0; i < 8; i++) {
+        await git(odd.bare, 'update-ref', 'refs/heads/master', start);
+        const result = await runCommand('out', {
+          stdin: {
+            source: { uri: odd.bare, branch: 'master', pool: 'pool', retry_delay: '100ms' },
+            params: { acquire: true, wait_timeout: '5s' },
+          },
+          args: [await buildFolder()],
+        });
+        expect(result.code, result.stderr).toBe(0);
+        expect(JSON.parse(result.stdout).metadata).toContainEqual({
+          name: 'lock_name',
+          value: 'lock-a',
+        });
+      }
+    } finally {
+      await odd.cleanup();
     }
   });
 });

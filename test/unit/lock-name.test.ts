@@ -29,6 +29,8 @@ describe('lockNameProblem', () => {
     ['line\nbreak', '"line\\x0abreak" contains a control character'],
     ['tab\there', '"tab\\x09here" contains a control character'],
     ['del\u007f', '"del\\x7f" contains a control character'],
+    // Bytes that are not UTF-8, as git's output or a name file reads them.
+    [Buffer.from([0x63, 0x61, 0x66, 0xe9]).toString('utf8'), '"caf\uFFFD" is not UTF-8 text'],
     ['x'.repeat(256), 'is longer than 255 bytes'],
     // 128 two-byte characters: 256 bytes although only 128 characters.
     ['é'.repeat(128), 'is longer than 255 bytes'],
