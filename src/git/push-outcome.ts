@@ -48,3 +48,16 @@ export function classifyPush(
   }
   return undefined;
 }
+
+/** The most of the remote's words a refusal quotes: a hook may print pages. */
+const MAX_REMOTE_CHARS = 500;
+
+/** The `remote:` lines of a push's stderr, joined into one: what the server said, in its words. */
+export function remoteLines(stderr: string): string {
+  const said = stderr
+    .split(/\r?\n|\r/)
+    .map((line) => /^remote: ?(.*)$/.exec(line)?.[1]?.trim())
+    .filter((line): line is string => !!line)
+    .join('; ');
+  return said.length > MAX_REMOTE_CHARS ? `${said.slice(0, MAX_REMOTE_CHARS)}…` : said;
+}

@@ -3,7 +3,12 @@
 // atomic push when there is one; and, when the push got no answer, a look at the remote to learn
 // whether it landed all the same.
 import { CancelledError, GitCommandError, OperationError } from '../base/errors.js';
-import { classifyPush, type PushOutcome, type PushRefused } from '../git/push-outcome.js';
+import {
+  classifyPush,
+  remoteLines,
+  type PushOutcome,
+  type PushRefused,
+} from '../git/push-outcome.js';
 import type { WaitingEntry } from '../lock/waiting-line.js';
 import type { BranchCopy } from './branch-copy.js';
 import type { LineRefs } from './line-refs.js';
@@ -79,7 +84,7 @@ export class BranchPush {
       // Without a verdict for our ref the push may or may not have landed: a transient failure.
       if (error instanceof GitCommandError) {
         const outcome = classifyPush(error.stdout, branchRef);
-        if (outcome) return this.verdict(outcome);
+        if (outcome) return this.verdict(outcome, error.stderr);
       }
       // No answer (timed out, connection lost) does not mean no push: the server may have moved
       // the branch before the client gave up. Retrying a release or an add that landed would
@@ -92,11 +97,16 @@ export class BranchPush {
     return this.verdict(outcome);
   }
 
-  /** A push the remote refused (hook, protection) will be refused again: retrying would spin. */
-  private verdict(outcome: PushOutcome | PushRefused): PushOutcome {
+  /**
+   * A push the remote refused (hook, protection) will be refused again: retrying would spin. What
+   * the remote said about it (`remote:` lines on git's `stderr`: a hook's reason, a host's rule)
+   * goes with it, on the same line.
+   */
+  private verdict(outcome: PushOutcome | PushRefused, stderr = ''): PushOutcome {
     if (typeof outcome === 'string') return outcome;
+    const said = remoteLines(stderr);
     throw new OperationError(
-      `the lock repository refused the push to branch "${this.options.branch}": ${outcome.refused}`,
+      `the lock repository refused the push to branch "${this.options.branch}": ${outcome.refused}${said ? ` (remote: ${said})` : ''}`,
     );
   }
 

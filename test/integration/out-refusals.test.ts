@@ -220,7 +220,10 @@ describe('a lock repository that refuses pushes', () => {
     const guarded = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
     try {
       const hook = join(guarded.bare, 'hooks', 'pre-receive');
-      await writeFile(hook, '#!/bin/sh\necho "branch master is protected" >&2\nexit 1\n');
+      await writeFile(
+        hook,
+        '#!/bin/sh\necho "GH006: Protected branch update failed" >&2\necho "  see the rules" >&2\nexit 1\n',
+      );
       await chmod(hook, 0o755);
       const before = await guarded.tip();
       const result = await runCommand('out', {
@@ -232,7 +235,7 @@ describe('a lock repository that refuses pushes', () => {
       });
       refused(
         result,
-        'error: the lock repository refused the push to branch "master": pre-receive hook declined',
+        'error: the lock repository refused the push to branch "master": pre-receive hook declined (remote: GH006: Protected branch update failed; see the rules)',
       );
       expect(result.stderr).not.toContain('trying again');
       expect(await guarded.tip()).toBe(before);

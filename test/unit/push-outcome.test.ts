@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { classifyPush } from '../../src/git/push-outcome.js';
+import { classifyPush, remoteLines } from '../../src/git/push-outcome.js';
 
 // Recorded from git 2.39 `git push --porcelain origin HEAD:refs/heads/master`.
 const PUSHED = 'To /tmp/locks.git\n \tHEAD:refs/heads/master\t3c1b2a1..9f8e7d6\nDone\n';
@@ -65,5 +65,22 @@ describe('classifyPush', () => {
       classifyPush(' \tHEAD:refs/heads/other\ta..b\nDone\n', 'refs/heads/master'),
     ).toBeUndefined();
     expect(classifyPush('fatal: unable to connect\n', 'refs/heads/master')).toBeUndefined();
+  });
+});
+
+describe('remoteLines', () => {
+  it('is what the server said, one line, without git’s own', () => {
+    // Recorded from git 2.39 pushing to a repository whose pre-receive hook prints two lines.
+    const stderr =
+      'remote: GH006: Protected branch update failed        \nremote:   see the rules\n' +
+      'To /tmp/locks.git\n ! [remote rejected] master -> master (pre-receive hook declined)\n' +
+      "error: failed to push some refs to '/tmp/locks.git'\n";
+    expect(remoteLines(stderr)).toBe('GH006: Protected branch update failed; see the rules');
+    expect(remoteLines("error: failed to push some refs to 'x'\n")).toBe('');
+  });
+
+  it('cuts a hook that prints pages', () => {
+    const said = remoteLines(`remote: ${'x'.repeat(2000)}\n`);
+    expect(said).toBe(`${'x'.repeat(500)}…`);
   });
 });
