@@ -116,7 +116,11 @@ export async function main(command: Command, options: MainOptions = {}): Promise
     setTimeout(() => exitNow(code), HARD_EXIT_MS).unref();
     void stopRun(code);
   };
-  for (const signal of Object.keys(SIGNAL_NUMBERS) as StopSignal[]) process.on(signal, onSignal);
+  for (const signal of Object.keys(SIGNAL_NUMBERS) as StopSignal[]) {
+    // The entry scripts' (assets/) handlers for a stop while the program loaded: this one owns it now.
+    process.removeAllListeners(signal);
+    process.on(signal, onSignal);
+  }
 
   const settled = await work;
   if (stoppedBy) return;

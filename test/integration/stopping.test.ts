@@ -157,6 +157,32 @@ describe('every stop signal and every waiting operation', () => {
     expect(await repo.tip()).toBe(tip);
   });
 
+  it.each(['out', 'in', 'check'] as const)(
+    '%s stopped before its program has loaded exits 143, not killed by the signal',
+    async (script) => {
+      repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
+      const held = join(await stepFolder('unused'), 'held');
+      const run = await startStoppable(
+        script,
+        { source: source(repo.bare), params: { acquire: true } },
+        [await stepFolder('unused')],
+        {
+          // The program's import waits for a file that never comes (helpers/held-load.mjs).
+          NODE_OPTIONS: `--import ${join(import.meta.dirname, '../helpers/held-load.mjs')}`,
+          HELD_LOAD_MARK: `${held}.mark`,
+          HELD_LOAD_UNTIL: `${held}.never`,
+        },
+      );
+      runs.push(run);
+      await waitForFile(`${held}.mark`);
+      const stopped = await stop(run, 'SIGTERM');
+      expect(stopped.signal).toBeNull();
+      expect(stopped.code).toBe(143);
+      expect(stopped.stdout).toBe('');
+      expect(stopped.eofAfterSignal).toBeLessThan(1000);
+    },
+  );
+
   it('a second signal exits at once, during the compensating release', async () => {
     const {
       run,
