@@ -231,7 +231,12 @@ describe('decide for several locks at once', () => {
       commits: names.map((name) => expect.objectContaining({ name, claiming: true })),
     });
     expect(
-      decide({ kind: 'claim', name: 'a', names: ['a', 'b', 'c'] }, pool(['b'], ['a', 'd']), 'p', first),
+      decide(
+        { kind: 'claim', name: 'a', names: ['a', 'b', 'c'] },
+        pool(['b'], ['a', 'd']),
+        'p',
+        first,
+      ),
     ).toEqual({
       kind: 'wait',
       reason:
