@@ -91,8 +91,8 @@ export function decide(
       return {
         kind: 'wait',
         reason: claimed
-          ? `lock "${name}" in pool "${poolName}" is claimed`
-          : `lock "${name}" does not exist in pool "${poolName}"`,
+          ? `lock "${name}" in pool "${poolName}" is claimed ${counts(pool)}`
+          : `lock "${name}" does not exist in pool "${poolName}" ${counts(pool)}`,
         wanted: [name],
       };
     case 'renew': {
@@ -154,7 +154,7 @@ export function decide(
       if (claimed)
         return {
           kind: 'wait',
-          reason: `lock "${name}" in pool "${poolName}" is claimed`,
+          reason: `lock "${name}" in pool "${poolName}" is claimed ${counts(pool)}`,
           wanted: [name],
         };
       return commitOne({
@@ -171,11 +171,16 @@ export function decide(
       if (!waitWhile) return { kind: 'observed', name };
       return {
         kind: 'wait',
-        reason: `lock "${name}" in pool "${poolName}" is ${claimed ? 'claimed' : 'unclaimed'}`,
+        reason: `lock "${name}" in pool "${poolName}" is ${claimed ? 'claimed' : 'unclaimed'} ${counts(pool)}`,
         wanted: [name],
       };
     }
   }
+}
+
+/** How many locks of `pool` are claimed and unclaimed, as every waiting line says (SPEC §8). */
+function counts(pool: PoolState): string {
+  return `(${pool.claimed.size} claimed, ${pool.unclaimed.size} unclaimed)`;
 }
 
 /**
@@ -276,7 +281,7 @@ function decideSet(
   ];
   return {
     kind: 'wait',
-    reason: `the set ${quoted(names)} in pool "${poolName}" is not all unclaimed (${reasons.join('; ')})`,
+    reason: `the set ${quoted(names)} in pool "${poolName}" is not all unclaimed: ${reasons.join('; ')} ${counts(pool)}`,
     wanted: [...taken, ...missing],
   };
 }

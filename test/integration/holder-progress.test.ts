@@ -69,7 +69,7 @@ describe('holder-aware waiting progress', () => {
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(
       new RegExp(
-        `^waiting for lock: lock "lock-a" in pool "pool" is claimed; "lock-a" held by https://ci\\.example\\.com/builds/1 since ${claimedAt} \\(for \\d+(\\.\\d)?m?s\\)$`,
+        `^waiting for lock: lock "lock-a" in pool "pool" is claimed \\(1 claimed, 0 unclaimed\\); "lock-a" held by https://ci\\.example\\.com/builds/1 since ${claimedAt} \\(for \\d+(\\.\\d)?m?s\\)$`,
       ),
     );
   });
@@ -84,7 +84,7 @@ describe('holder-aware waiting progress', () => {
     await push();
     const result = await untilWaiting({ claim: 'lock-a' }, await tempDir());
     expect(waitingLines(result.stderr)[0]).toMatch(
-      /is claimed; "lock-a" held by https:\/\/old\.example\.com\/builds\/7 since 2026-01-02T03:04:05Z \(for \d+h(\d+m)?\)$/,
+      /is claimed \(1 claimed, 0 unclaimed\); "lock-a" held by https:\/\/old\.example\.com\/builds\/7 since 2026-01-02T03:04:05Z \(for \d+h(\d+m)?\)$/,
     );
   });
 
@@ -127,7 +127,7 @@ describe('holder-aware waiting progress', () => {
     const result = await running.done;
     expect(result.code).toBe(143);
     expect(waitingLines(result.stderr)[0]).toBe(
-      'waiting for lock: lock "lock-a" in pool "pool" is claimed; "lock-a": holder not found in the last 1360 commits',
+      'waiting for lock: lock "lock-a" in pool "pool" is claimed (1 claimed, 0 unclaimed); "lock-a": holder not found in the last 1360 commits',
     );
   });
 

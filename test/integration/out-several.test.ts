@@ -201,7 +201,9 @@ describe('claim of a list', () => {
     );
     running.push(put);
     await put.waitForStderr(
-      escape('the set "lock-a", "lock-b" in pool "pool" is not all unclaimed ("lock-b" claimed)'),
+      escape(
+        'the set "lock-a", "lock-b" in pool "pool" is not all unclaimed: "lock-b" claimed (1 claimed, 2 unclaimed)',
+      ),
     );
     expect((await pool.repo.state('pool')).claimed).toEqual(['lock-b']);
     await pool.repo.commit('unclaiming: lock-b', (work) =>

@@ -491,10 +491,10 @@ describe('pool claim, release, add, remove', () => {
     const result = await pool(['claim', 'a', '--wait-timeout', '1s', ...sourceFlags()]);
     expect(result.code).toBe(1);
     expect(result.stderr).toMatch(
-      /waiting for lock: lock "a" in pool "pool" is claimed; "a" held by alice@desk since /,
+      /waiting for lock: lock "a" in pool "pool" is claimed \(1 claimed, 0 unclaimed\); "a" held by alice@desk since /,
     );
     expect(result.stderr).toContain(
-      'error: timed out after 1s (--wait-timeout) waiting: lock "a" in pool "pool" is claimed',
+      'error: timed out after 1s (--wait-timeout) waiting: lock "a" in pool "pool" is claimed (1 claimed, 0 unclaimed)',
     );
     expect(await repo.tip()).toBe(before);
   });

@@ -240,7 +240,7 @@ describe('decide for several locks at once', () => {
     ).toEqual({
       kind: 'wait',
       reason:
-        'the set "a", "b", "c" in pool "p" is not all unclaimed ("b" claimed; "c" not in the pool)',
+        'the set "a", "b", "c" in pool "p" is not all unclaimed: "b" claimed; "c" not in the pool (1 claimed, 2 unclaimed)',
       wanted: ['b', 'c'],
     });
   });

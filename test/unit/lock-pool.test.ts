@@ -589,7 +589,7 @@ describe('LockPool', () => {
     const error = await pool.run({ kind: 'claim', name: 'lock-a' }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(WaitTimeoutError);
     expect(describeError(error)).toBe(
-      `timed out after 3s ${named} waiting: lock "lock-a" in pool "envs" is claimed`,
+      `timed out after 3s ${named} waiting: lock "lock-a" in pool "envs" is claimed (1 claimed, 0 unclaimed)`,
     );
   });
 
