@@ -336,8 +336,12 @@ async function transportProblems(raw: unknown): Promise<string[]> {
   }
   const knownHosts = field('known_hosts');
   // A forwarded agent signs for whoever holds the connection: without a pinned host key, any
-  // host that answers (a spoofed DNS name, a hijacked address) could use the key.
-  if ((raw as Record<string, unknown>).forward_agent === true && knownHosts === undefined)
+  // host that answers (a spoofed DNS name, a hijacked address) could use the key. Where nothing
+  // goes over SSH (an https:// or git:// URI no git_config rewrites) it forwards nothing: a
+  // resource that sets it anyway works as it did with the reference.
+  const record = raw as Record<string, unknown>;
+  const overSsh = uri === undefined || isSshUri(uri) || rewritesUrls(record.git_config);
+  if (record.forward_agent === true && knownHosts === undefined && overSsh)
     problems.push(
       'invalid payload (forward_agent needs known_hosts: an unchecked host could use the forwarded key)',
     );
@@ -346,4 +350,17 @@ async function transportProblems(raw: unknown): Promise<string[]> {
     if ('problem' in parsed) problems.push(`invalid payload (known_hosts: ${parsed.problem})`);
   }
   return problems;
+}
+
+/** Whether a raw `git_config` sets a URL rewrite (`url.<base>.insteadOf`), which may lead to SSH. */
+function rewritesUrls(gitConfig: unknown): boolean {
+  return (
+    Array.isArray(gitConfig) &&
+    gitConfig.some(
+      (entry: unknown) =>
+        typeof entry === 'object' &&
+        entry !== null &&
+        /^url\./i.test(String((entry as { name?: unknown }).name)),
+    )
+  );
 }

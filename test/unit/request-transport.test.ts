@@ -55,6 +55,20 @@ describe('transport fields of source', () => {
     expect(await problems({ uri: 'https://host/locks.git', private_key: 'leftover' })).toEqual([]);
   });
 
+  it('refuses forward_agent without known_hosts only where the run may go over SSH', async () => {
+    const refusal =
+      'invalid payload (forward_agent needs known_hosts: an unchecked host could use the forwarded key)';
+    expect(await problems({ uri: 'git@host:locks', forward_agent: true })).toEqual([refusal]);
+    // A URL rewrite may lead to SSH whatever the uri says.
+    const rewrite = [{ name: 'url.git@host:.insteadOf', value: 'https://host/' }];
+    expect(
+      await problems({ uri: 'https://host/locks.git', forward_agent: true, git_config: rewrite }),
+    ).toEqual([refusal]);
+    // Elsewhere it forwards nothing, and a resource that sets it works as with the reference.
+    for (const uri of ['https://host/locks.git', 'git://host/locks', '/srv/locks.git'])
+      expect(await problems({ uri, forward_agent: true })).toEqual([]);
+  });
+
   it('treats an empty private_key as absent', async () => {
     const { request } = await parseCheckRequest(
       JSON.stringify({ source: { uri: 'git@h:l', branch: 'm', pool: 'p', private_key: '' } }),
