@@ -40,6 +40,10 @@ const ALLOWED_SECTIONS = new Map<string, Set<string>>([
   ['index', new Set()],
   ['feature', new Set()],
   ['advice', new Set()],
+  // Settings of commands the resource never runs (pull) or of how git shows things: pipelines
+  // carry them over from the git resource's configuration.
+  ['pull', new Set()],
+  ['color', new Set()],
 ]);
 
 /** Single keys allowed in sections not allowed as a whole (lower case). */
@@ -56,6 +60,13 @@ const ALLOWED_KEYS = new Set([
   'receive.unpacklimit',
   'receive.maxinputsize',
   'receive.keepalive',
+  // Read from system and global configuration only: set here it changes nothing.
+  'safe.directory',
+  // Signing stays off whatever comes first (git/environment.ts); only `false` is taken
+  // (signingProblem), so no one expects signed commits from it.
+  'commit.gpgsign',
+  'tag.gpgsign',
+  'push.gpgsign',
 ]);
 
 /** `section.<subsection>.name` keys allowed: the section, and the names allowed after any subsection. */
@@ -101,4 +112,16 @@ function isAllowed(name: string): boolean {
   const refused = ALLOWED_SECTIONS.get(section);
   if (refused) return !refused.has(key);
   return ALLOWED_KEYS.has(`${section}.${key}`);
+}
+
+/** The signing keys git_config may name, each only to turn signing off. */
+const SIGNING = /^(commit|tag|push)\.gpgsign$/i;
+
+/** git's spellings of false (git-config(1), "Values"). */
+const FALSE = /^(false|no|off|0|)$/i;
+
+/** Why the entry `name` = `value` may not be set when its name alone may (signing turned on). */
+export function signingProblem(name: string, value: string): string | undefined {
+  if (!SIGNING.test(name) || FALSE.test(value.trim())) return undefined;
+  return 'may only be false: the resource signs nothing (a signing program would run)';
 }

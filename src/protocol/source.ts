@@ -9,7 +9,7 @@ import { parseKnownHosts } from '../transport/known-hosts.js';
 import { isSshUri } from '../transport/ssh-args.js';
 import type { HttpsTunnel } from '../transport/ssh-config.js';
 import { suggestField } from './field-suggestion.js';
-import { gitConfigKeyProblem } from './git-config-keys.js';
+import { gitConfigKeyProblem, signingProblem } from './git-config-keys.js';
 import {
   duration,
   issueLines,
@@ -105,30 +105,41 @@ const SOURCE_SHAPE = {
   git_config: z.pipe(
     z.nullish(
       z.array(
-        z.object(
-          {
-            name: z
-              .string({ error: 'invalid payload (git_config entries need a string name)' })
-              .check(
-                z.minLength(1, 'invalid payload (git_config entries need a name)'),
-                z.superRefine((name, ctx) => {
-                  const problem = gitConfigKeyProblem(name);
-                  if (problem)
-                    ctx.addIssue({
-                      code: 'custom',
-                      message: `invalid payload (git_config: "${printable(name)}" ${problem})`,
-                    });
+        z
+          .object(
+            {
+              name: z
+                .string({ error: 'invalid payload (git_config entries need a string name)' })
+                .check(
+                  z.minLength(1, 'invalid payload (git_config entries need a name)'),
+                  z.superRefine((name, ctx) => {
+                    const problem = gitConfigKeyProblem(name);
+                    if (problem)
+                      ctx.addIssue({
+                        code: 'custom',
+                        message: `invalid payload (git_config: "${printable(name)}" ${problem})`,
+                      });
+                  }),
+                ),
+              value: z.pipe(
+                z.union([z.string(), z.number(), z.boolean()], {
+                  error: 'invalid payload (git_config entries need a string value)',
                 }),
+                z.transform(String),
               ),
-            value: z.pipe(
-              z.union([z.string(), z.number(), z.boolean()], {
-                error: 'invalid payload (git_config entries need a string value)',
-              }),
-              z.transform(String),
-            ),
-          },
-          { error: 'invalid payload (git_config must be a list of {name, value})' },
-        ),
+            },
+            { error: 'invalid payload (git_config must be a list of {name, value})' },
+          )
+          .check(
+            z.superRefine(({ name, value }, ctx) => {
+              const problem = signingProblem(name, value);
+              if (problem)
+                ctx.addIssue({
+                  code: 'custom',
+                  message: `invalid payload (git_config: "${printable(name)}" ${problem})`,
+                });
+            }),
+          ),
         { error: 'invalid payload (git_config must be a list of {name, value})' },
       ),
     ),

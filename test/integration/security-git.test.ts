@@ -82,11 +82,12 @@ describe('git_config keys that run a program or write a file', () => {
     const program =
       'is not allowed: it makes git run a program, read more configuration or use another transport';
     const file = 'is not allowed: it makes git read or write files outside its repository';
+    const signing = 'may only be false: the resource signs nothing (a signing program would run)';
     expect(result.stderr.trimEnd().split('\n')).toEqual([
       `invalid payload (git_config: "gpg.ssh.defaultKeyCommand" ${program})`,
       `invalid payload (git_config: "gpg.format" ${program})`,
-      `invalid payload (git_config: "push.gpgSign" ${program})`,
-      `invalid payload (git_config: "commit.gpgSign" ${program})`,
+      `invalid payload (git_config: "push.gpgSign" ${signing})`,
+      `invalid payload (git_config: "commit.gpgSign" ${signing})`,
       `invalid payload (git_config: "http.cookieFile" ${file})`,
       `invalid payload (git_config: "http.saveCookies" ${file})`,
     ]);
@@ -96,7 +97,7 @@ describe('git_config keys that run a program or write a file', () => {
       config.flatMap(({ name, value }) => ['--git-config', `${name}=${value}`]),
     );
     expect(init.code).toBe(1);
-    expect(init.stderr).toContain('"commit.gpgSign" is not allowed');
+    expect(init.stderr).toContain('"commit.gpgSign" may only be false');
     expect(init.stderr).toContain('"http.cookieFile" is not allowed');
     expect(await git(bare, 'for-each-ref')).toBe('');
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { gitConfigKeyProblem } from '../../src/protocol/git-config-keys.js';
+import { gitConfigKeyProblem, signingProblem } from '../../src/protocol/git-config-keys.js';
 
 describe('gitConfigKeyProblem', () => {
   it.each([
@@ -20,6 +20,12 @@ describe('gitConfigKeyProblem', () => {
     'gc.auto',
     'push.pushOption',
     'HTTP.https://Example.com/.SSLVERIFY',
+    // Carried over from the git resource's settings: they change nothing here.
+    'pull.rebase',
+    'color.ui',
+    'safe.directory',
+    // Turned off only (signingProblem).
+    'commit.gpgSign',
   ])('allows %s', (key) => {
     expect(gitConfigKeyProblem(key)).toBeUndefined();
   });
@@ -55,9 +61,6 @@ describe('gitConfigKeyProblem', () => {
     'pager.log',
     'foo.bar.helper',
     'gpg.ssh.defaultKeyCommand',
-    'commit.gpgSign',
-    'push.gpgSign',
-    'tag.gpgSign',
   ])('refuses %s: it runs a program', (key) => {
     expect(gitConfigKeyProblem(key)).toBe(
       'is not allowed: it makes git run a program, read more configuration or use another transport',
@@ -84,7 +87,6 @@ describe('gitConfigKeyProblem', () => {
     'url.https://example.com/.pushUrl',
     'core.bare',
     'lfs.url',
-    'safe.directory',
     'credential.username',
   ])('refuses %s: not among the settings listed', (key) => {
     expect(gitConfigKeyProblem(key)).toBe(
@@ -94,5 +96,27 @@ describe('gitConfigKeyProblem', () => {
 
   it.each(['user', '.name', 'user.', 'user.na me', 'user.1st'])('refuses malformed %j', (key) => {
     expect(gitConfigKeyProblem(key)).toBe('is not a git config name (section.name)');
+  });
+});
+
+describe('signingProblem', () => {
+  it.each([
+    ['commit.gpgSign', 'false'],
+    ['tag.gpgsign', 'no'],
+    ['push.gpgSign', 'OFF'],
+    ['commit.gpgSign', '0'],
+    ['user.name', 'true'],
+  ])('takes %s = %s', (name, value) => {
+    expect(signingProblem(name, value)).toBeUndefined();
+  });
+
+  it.each([
+    ['commit.gpgSign', 'true'],
+    ['tag.gpgSign', 'yes'],
+    ['push.gpgSign', 'if-asked'],
+  ])('refuses %s = %s: signing would run a program', (name, value) => {
+    expect(signingProblem(name, value)).toBe(
+      'may only be false: the resource signs nothing (a signing program would run)',
+    );
   });
 });
