@@ -73,6 +73,9 @@ export function duration(
         );
       let ms: number;
       if (typeof value === 'number') {
+        // Past 2^53 nanoseconds (104 days) a number is still whole, but no longer exact.
+        if (Number.isInteger(value) && value > 0 && !Number.isSafeInteger(value))
+          return problem(`${field} is longer than ${maxText}`);
         if (!Number.isSafeInteger(value))
           return problem(`${field} must be whole nanoseconds or a duration such as "10s"`);
         // Checked before converting: a few negative nanoseconds round to -0, which passes `< 0`.

@@ -201,6 +201,8 @@ describe('source', () => {
     ['-1s', 'invalid payload (retry_delay must be zero or more)'],
     [-5, 'invalid payload (retry_delay must be zero or more)'],
     ['1000h', 'invalid payload (retry_delay is longer than 168h)'],
+    // Whole, but past what a number holds exactly: too long all the same.
+    [2 ** 53 + 2, 'invalid payload (retry_delay is longer than 168h)'],
     [true, 'invalid payload (retry_delay must be a duration such as "10s")'],
     [{ seconds: 10 }, 'invalid payload (retry_delay must be a duration such as "10s")'],
   ])('retry_delay %j is refused with one line naming it', async (retryDelay, line) => {
