@@ -117,7 +117,7 @@ export async function main(command: Command, options: MainOptions = {}): Promise
     void stopRun(code);
   };
   for (const signal of Object.keys(SIGNAL_NUMBERS) as StopSignal[]) {
-    // The entry scripts' (assets/) handlers for a stop while the program loaded: this one owns it now.
+    // The entry scripts' (assets/) handlers, for a stop while the program loaded: this owns it now.
     process.removeAllListeners(signal);
     process.on(signal, onSignal);
   }
