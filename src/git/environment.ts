@@ -11,7 +11,7 @@ import {
   type SshTransportConfig,
 } from '../transport/ssh-config.js';
 import { startHttpRelay, type HttpRelay } from '../transport/http-relay.js';
-import { isSshUri } from '../transport/ssh-args.js';
+import { isSshUri, isUrlRewrite } from '../transport/ssh-args.js';
 import { startSshMux, type SshMux } from '../transport/ssh-mux.js';
 import type { DaemonSockets } from './daemon-command.js';
 import { sshChannels, type SshChannels } from './ssh-channel-command.js';
@@ -172,7 +172,7 @@ const PASS_THROUGH = [
  * pushInsteadOf): then only git knows which server, and over which transport, it talks to.
  */
 export function rewritesUrls(gitConfig: GitSettings['gitConfig']): boolean {
-  return gitConfig.some(({ name }) => /^url\./i.test(name));
+  return gitConfig.some(({ name }) => isUrlRewrite(name));
 }
 
 /**

@@ -6,7 +6,7 @@ import { poolNameProblem, printable } from '../base/lock-name.js';
 import { POOL_EVENTS, type PoolEvent } from '../base/pool-event.js';
 import { decodeUserinfo, displayUri, uriCredentials } from '../base/logger.js';
 import { parseKnownHosts } from '../transport/known-hosts.js';
-import { isSshUri } from '../transport/ssh-args.js';
+import { isSshUri, isUrlRewrite } from '../transport/ssh-args.js';
 import type { HttpsTunnel } from '../transport/ssh-config.js';
 import { suggestField } from './field-suggestion.js';
 import { gitConfigKeyProblem, signingProblem } from './git-config-keys.js';
@@ -363,7 +363,7 @@ async function transportProblems(raw: unknown): Promise<string[]> {
   return problems;
 }
 
-/** Whether a raw `git_config` sets a URL rewrite (`url.<base>.insteadOf`), which may lead to SSH. */
+/** Whether a raw `git_config` (not yet checked) sets a URL rewrite, which may lead to SSH. */
 function rewritesUrls(gitConfig: unknown): boolean {
   return (
     Array.isArray(gitConfig) &&
@@ -371,7 +371,7 @@ function rewritesUrls(gitConfig: unknown): boolean {
       (entry: unknown) =>
         typeof entry === 'object' &&
         entry !== null &&
-        /^url\./i.test(String((entry as { name?: unknown }).name)),
+        isUrlRewrite((entry as { name?: unknown }).name),
     )
   );
 }

@@ -79,3 +79,11 @@ export function isSshUri(uri: string): boolean {
   const slash = uri.indexOf('/');
   return colon > 0 && (slash === -1 || colon < slash);
 }
+
+/**
+ * Whether a git_config entry named `name` rewrites URLs (url.<base>.insteadOf or pushInsteadOf):
+ * then git may go elsewhere than the uri names, over SSH too.
+ */
+export function isUrlRewrite(name: unknown): boolean {
+  return typeof name === 'string' && /^url\./i.test(name);
+}
