@@ -178,6 +178,11 @@ export function decide(
   }
 }
 
+/** How many locks `pool` holds, claimed and unclaimed (a name in both counts once). */
+function locksIn(pool: PoolState): number {
+  return new Set([...pool.claimed, ...pool.unclaimed]).size;
+}
+
 /** How many locks of `pool` are claimed and unclaimed, as every waiting line says (SPEC §8). */
 function counts(pool: PoolState): string {
   return `(${pool.claimed.size} claimed, ${pool.unclaimed.size} unclaimed)`;
@@ -198,7 +203,7 @@ function decideAcquire(
   reclaimable: readonly Reclaim[] = [],
   reclaimedBy = 'unknown',
 ): Decision {
-  const total = new Set([...pool.claimed, ...pool.unclaimed]).size;
+  const total = locksIn(pool);
   if (count > 1 && count > total) {
     return {
       kind: 'fail',
@@ -265,7 +270,7 @@ function decideSet(
       })),
     };
   }
-  const total = new Set([...pool.claimed, ...pool.unclaimed]).size;
+  const total = locksIn(pool);
   if (names.length > 1 && names.length > total)
     return {
       kind: 'fail',
