@@ -1,6 +1,7 @@
-// An acquire's place in the waiting line (waiting-line.ts), and what it last saw of the line and
-// the pool: whether its turn has come, when to poll while it waits, which puts ahead are gone,
-// and leaving the line at the end. LockPool asks it at each attempt; it never takes a lock itself.
+// An acquire's place in the waiting line (line-entry.ts, waiting-line.ts), and what it last saw
+// of the line and the pool: whether its turn has come, when to poll while it waits, which puts
+// ahead are gone, and leaving the line at the end. LockPool asks it at each attempt; it never
+// takes a lock itself.
 import { describeError, formatMs } from '../base/errors.js';
 import { LEAVE_AFTER_STOP_MS } from '../base/stop-budget.js';
 import type { Clock } from './retry.js';
@@ -13,14 +14,12 @@ import {
   FRONT_SPARE,
   backPollMs,
   earliest,
-  entriesAhead,
   goneAfterMs,
-  lockDemand,
   pollMs,
   showLifeAfterMs,
   sightKey,
-  type WaitingEntry,
 } from './waiting-line.js';
+import { entriesAhead, lockDemand, type WaitingEntry } from './line-entry.js';
 
 /**
  * A pool whose tip this put has not seen move for this many retry_delays is quiet: the locks are

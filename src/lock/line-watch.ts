@@ -4,15 +4,8 @@
 // server still tells the line now. The evidence goneAt (waiting-line.ts) weighs; the put's
 // decisions stay LineMember's.
 import type { Clock } from './retry.js';
-import {
-  goneAt,
-  lockDemand,
-  pollMs,
-  showLifeAfterMs,
-  sightKey,
-  type Stall,
-  type WaitingEntry,
-} from './waiting-line.js';
+import { goneAt, pollMs, showLifeAfterMs, sightKey, type Stall } from './waiting-line.js';
+import { lockDemand, type WaitingEntry } from './line-entry.js';
 
 /**
  * How long past one poll a lock may stand free before a put reads the line on the server again

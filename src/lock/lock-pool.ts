@@ -12,7 +12,8 @@ import type { Claim, LockStore, PushOutcome } from './lock-store.js';
 import { matchingPool, matchingWaitReason } from './matching-locks.js';
 import { PendingClaims, type PendingClaim } from './pending-claims.js';
 import { retry, type Attempt, type Clock } from './retry.js';
-import { POLL_FLOOR_MS, pollMs, type WaitingEntry } from './waiting-line.js';
+import { POLL_FLOOR_MS, pollMs } from './waiting-line.js';
+import { type WaitingEntry } from './line-entry.js';
 
 export interface PoolReporter {
   /**

@@ -9,7 +9,7 @@ import type {
   Change,
   ReclaimFacts,
 } from './pool-state.js';
-import type { WaitingEntry } from './waiting-line.js';
+import type { WaitingEntry } from './line-entry.js';
 
 /**
  * What a push did: landed, lost a race (the branch moved), or changed nothing. The store reads it

@@ -9,7 +9,7 @@ import {
   type PushOutcome,
   type PushRefused,
 } from '../git/push-outcome.js';
-import type { WaitingEntry } from '../lock/waiting-line.js';
+import type { WaitingEntry } from '../lock/line-entry.js';
 import type { BranchCopy } from './branch-copy.js';
 import type { LineRefs } from './line-refs.js';
 

@@ -1,6 +1,6 @@
 // Which puts left the waiting line with their claims between two tips of a copy that keeps every
 // commit since its first fetch: a claim's push takes its put's entry out of the line in the same
-// push (lock/waiting-line.ts), and the claim's commit carries the put's `Claim-Token` (SPEC §9),
+// push (branch-push.ts), and the claim's commit carries the put's `Claim-Token` (SPEC §9),
 // from which the entry's token is made (lineTokenOf). A put that watches the branch on a kept
 // session (git/daemon-session.ts) reads the line so without asking the server for it.
 

@@ -1,10 +1,10 @@
-// The pool's waiting line as refs on the remote (lock/waiting-line.ts says why refs): reading it
+// The pool's waiting line as refs on the remote (lock/line-entry.ts says why refs): reading it
 // with the branch tip, without fetching, and pushing entries in and out. A ref points at a commit
 // the server already has, so these pushes send no objects.
 import { GitCommandError } from '../base/errors.js';
 import type { KeptRefs } from '../git/kept-refs.js';
 import { classifyPush, type PushOutcome, type PushRefused } from '../git/push-outcome.js';
-import { entryRef, linePrefix, parseEntryRef, type WaitingEntry } from '../lock/waiting-line.js';
+import { entryRef, linePrefix, parseEntryRef, type WaitingEntry } from '../lock/line-entry.js';
 import type { BranchCopy } from './branch-copy.js';
 import type { RemoteRef } from './git-output.js';
 

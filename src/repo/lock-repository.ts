@@ -24,7 +24,7 @@ import { holdHistoryArgs, parseHoldHistory } from './hold-history.js';
 import { missingPoolError } from './missing-pool.js';
 import type { LockMetadata } from '../base/lock-match.js';
 import { LockFiles } from './lock-files.js';
-import type { WaitingEntry } from '../lock/waiting-line.js';
+import type { WaitingEntry } from '../lock/line-entry.js';
 import { LineRefs } from './line-refs.js';
 import { claimsBetween } from './line-claims.js';
 import { BranchCopy, type FetchById, type Reach } from './branch-copy.js';

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { chromium, type BrowserContext } from 'playwright-core';
 import { afterEach, describe, expect, it } from 'vitest';
-import { linePrefix } from '../../src/lock/waiting-line.js';
+import { linePrefix } from '../../src/lock/line-entry.js';
 import { git, type LockRepo } from '../helpers/lock-repo.js';
 import { buildUrl, knownHistory } from '../helpers/report-history.js';
 import { runScript, tempDir } from '../helpers/run-script.js';

@@ -24,7 +24,7 @@ import type {
   PoolState,
   ReclaimFacts,
 } from '../../src/lock/pool-state.js';
-import type { WaitingEntry } from '../../src/lock/waiting-line.js';
+import type { WaitingEntry } from '../../src/lock/line-entry.js';
 
 const RETRY_DELAY_MS = 5_000;
 

@@ -1,26 +1,28 @@
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import {
-  encodeWho,
-  WHO_MAX,
   backPollMs,
-  compareEntries,
-  entriesAhead,
-  entryRef,
   credibleRetryDelayMs,
   frontPollMs,
   goneAfterMs,
   goneAt,
-  linePrefix,
   pollMs,
   showLifeAfterMs,
   sightKey,
   slowestPollMs,
   farPollMs,
   backSlowdown,
+} from '../../src/lock/waiting-line.js';
+import {
+  encodeWho,
+  WHO_MAX,
+  compareEntries,
+  entriesAhead,
+  entryRef,
+  linePrefix,
   parseEntryRef,
   type WaitingEntry,
-} from '../../src/lock/waiting-line.js';
+} from '../../src/lock/line-entry.js';
 
 const entry = (since: number, token: string, retryDelayMs = 10_000): WaitingEntry => ({
   since,

@@ -7,7 +7,7 @@ import { parseGoDuration } from '../../base/duration.js';
 import { holderFromCommit } from '../../repo/claim-trailers.js';
 import { formatInstant } from '../../repo/lock-holders.js';
 import type { PoolHistory } from '../../repo/pool-history.js';
-import { compareEntries, type WaitingEntry } from '../../lock/waiting-line.js';
+import { compareEntries, type WaitingEntry } from '../../lock/line-entry.js';
 import { shortHolder, trailerValue } from './holder.js';
 
 /** One stretch of time a lock was held, clipped to the window. */

@@ -2,7 +2,7 @@
 import { formatMs } from '../../base/errors.js';
 import { describeLease, formatInstant, type LockRecord } from '../../repo/lock-holders.js';
 import { showable } from '../../base/lock-name.js';
-import { compareEntries, type WaitingEntry } from '../../lock/waiting-line.js';
+import { compareEntries, type WaitingEntry } from '../../lock/line-entry.js';
 import { fit, shortHolder } from './holder.js';
 
 /** The terminal the table is made for: rows no wider, unless --wide asks for whole URLs. */
