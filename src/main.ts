@@ -117,9 +117,12 @@ export async function main(command: Command, options: MainOptions = {}): Promise
     void stopRun(code);
   };
   for (const signal of Object.keys(SIGNAL_NUMBERS) as StopSignal[]) {
-    // The entry scripts' (assets/) handlers, for a stop while the program loaded: this owns it now.
-    process.removeAllListeners(signal);
+    // The entry scripts' (assets/) handlers, for a stop while the program loaded: this owns it
+    // now. Added before they go: a signal that came while the program was evaluated waits to be
+    // handled, and Node drops it if the signal's listeners drop to none in between.
+    const loading = process.listeners(signal);
     process.on(signal, onSignal);
+    for (const listener of loading) process.removeListener(signal, listener);
   }
 
   const settled = await work;

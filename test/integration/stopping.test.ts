@@ -183,6 +183,35 @@ describe('every stop signal and every waiting operation', () => {
     },
   );
 
+  it('out stopped while its program is evaluated, just before main(), exits 143 and claims nothing', async () => {
+    repo = await createLockRepo({ pool: { unclaimed: ['lock-a'] } });
+    const tip = await repo.tip();
+    const held = join(await stepFolder('unused'), 'held');
+    const run = await startStoppable(
+      'out',
+      { source: source(repo.bare), params: { acquire: true } },
+      [await stepFolder('unused')],
+      {
+        // The program's code blocks the process until told to go on (helpers/held-load.mjs).
+        NODE_OPTIONS: `--import ${join(import.meta.dirname, '../helpers/held-load.mjs')}`,
+        HELD_EVAL_MARK: `${held}.mark`,
+        HELD_EVAL_UNTIL: `${held}.go`,
+      },
+    );
+    runs.push(run);
+    await waitForFile(`${held}.mark`);
+    run.child.kill('SIGTERM');
+    // The signal waits while the process is blocked; main() then replaces the entry script's
+    // handlers, and the signal must reach its own.
+    await sleep(200);
+    await writeFile(`${held}.go`, '');
+    const stopped = await run.done;
+    expect(stopped.signal).toBeNull();
+    expect(stopped.code).toBe(143);
+    expect(stopped.stdout).toBe('');
+    expect(await repo.tip()).toBe(tip);
+  });
+
   it('a second signal exits at once, during the compensating release', async () => {
     const {
       run,
