@@ -38,8 +38,10 @@ export function isStale(root: string): boolean {
  * the workers inherit TMPDIR, and so does every process they start.
  */
 function ownTmpdir(): () => void {
+  // Each project (vitest.config.ts) runs the setup again, in the process that ran it first.
+  if (process.env.POOL_TESTS_TMPDIR) return () => undefined;
   const dir = mkdtempSync(join(tmpdir(), 'pool-tests-'));
-  process.env.TMPDIR = dir;
+  process.env.TMPDIR = process.env.POOL_TESTS_TMPDIR = dir;
   return () => rmSync(dir, { recursive: true, force: true });
 }
 
