@@ -19,7 +19,7 @@
 import type { Socket } from 'node:net';
 import { daemonCommand, type DaemonSockets } from './daemon-command.js';
 import { daemonRequest, daemonTarget, type DaemonTarget } from './daemon-refs.js';
-import { rewritesUrls } from './environment.js';
+import { rewritesUrls } from '../transport/ssh-args.js';
 import {
   SOCKET_REMOTE,
   fdCommand,

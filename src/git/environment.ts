@@ -11,7 +11,7 @@ import {
   type SshTransportConfig,
 } from '../transport/ssh-config.js';
 import { startHttpRelay, type HttpRelay } from '../transport/http-relay.js';
-import { isSshUri, isUrlRewrite } from '../transport/ssh-args.js';
+import { isSshUri, rewritesUrls } from '../transport/ssh-args.js';
 import { startSshMux, type SshMux } from '../transport/ssh-mux.js';
 import type { DaemonSockets } from './daemon-command.js';
 import { sshChannels, type SshChannels } from './ssh-channel-command.js';
@@ -166,14 +166,6 @@ const PASS_THROUGH = [
   'HTTPS_PROXY',
   'NO_PROXY',
 ];
-
-/**
- * Whether git_config may send git elsewhere than the uri names (a url.<base>.insteadOf or
- * pushInsteadOf): then only git knows which server, and over which transport, it talks to.
- */
-export function rewritesUrls(gitConfig: GitSettings['gitConfig']): boolean {
-  return gitConfig.some(({ name }) => isUrlRewrite(name));
-}
 
 /**
  * `signal`: the run's cancellation; its abort lets the run's SSH connections close (see below).

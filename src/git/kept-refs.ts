@@ -3,7 +3,7 @@
 // connection (ssh-refs.ts); git:// with a connection of their own, as git's (daemon-refs.ts).
 // Where none applies (an SSH run that could not share its connection, a url.<base>.insteadOf
 // that may send git elsewhere), git is asked.
-import { rewritesUrls } from './environment.js';
+import { rewritesUrls } from '../transport/ssh-args.js';
 import type { Git } from './git.js';
 import { daemonRefsFor } from './daemon-refs.js';
 import { httpRefsFor } from './http-refs.js';

@@ -6,7 +6,7 @@ import { poolNameProblem, printable } from '../base/lock-name.js';
 import { POOL_EVENTS, type PoolEvent } from '../base/pool-event.js';
 import { decodeUserinfo, displayUri, uriCredentials } from '../base/logger.js';
 import { parseKnownHosts } from '../transport/known-hosts.js';
-import { isSshUri, isUrlRewrite } from '../transport/ssh-args.js';
+import { isSshUri, rewritesUrls } from '../transport/ssh-args.js';
 import type { HttpsTunnel } from '../transport/ssh-config.js';
 import { suggestField } from './field-suggestion.js';
 import { gitConfigKeyProblem, signingProblem } from './git-config-keys.js';
@@ -361,17 +361,4 @@ async function transportProblems(raw: unknown): Promise<string[]> {
     if ('problem' in parsed) problems.push(`invalid payload (known_hosts: ${parsed.problem})`);
   }
   return problems;
-}
-
-/** Whether a raw `git_config` (not yet checked) sets a URL rewrite, which may lead to SSH. */
-function rewritesUrls(gitConfig: unknown): boolean {
-  return (
-    Array.isArray(gitConfig) &&
-    gitConfig.some(
-      (entry: unknown) =>
-        typeof entry === 'object' &&
-        entry !== null &&
-        isUrlRewrite((entry as { name?: unknown }).name),
-    )
-  );
 }

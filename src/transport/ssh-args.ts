@@ -81,9 +81,16 @@ export function isSshUri(uri: string): boolean {
 }
 
 /**
- * Whether a git_config entry named `name` rewrites URLs (url.<base>.insteadOf or pushInsteadOf):
- * then git may go elsewhere than the uri names, over SSH too.
+ * Whether git_config entries (checked, or raw from the request) rewrite URLs
+ * (url.<base>.insteadOf or pushInsteadOf): then only git knows which server, and over which
+ * transport (SSH too), it talks to.
  */
-export function isUrlRewrite(name: unknown): boolean {
-  return typeof name === 'string' && /^url\./i.test(name);
+export function rewritesUrls(gitConfig: unknown): boolean {
+  return (
+    Array.isArray(gitConfig) &&
+    gitConfig.some((entry: unknown) => {
+      const name = typeof entry === 'object' && entry !== null && 'name' in entry && entry.name;
+      return typeof name === 'string' && /^url\./i.test(name);
+    })
+  );
 }
