@@ -16,8 +16,9 @@ const TIMING = [
 
 export default defineConfig({
   test: {
-    // Rebuilds a dist/ older than src/ before any test spawns assets/* (test/stale-build.ts).
-    globalSetup: ['test/stale-build.ts'],
+    // Rebuilds a dist/ older than src/ before any test spawns assets/* (test/stale-build.ts), and
+    // gives the run a TMPDIR of its own (test/own-tmpdir.ts).
+    globalSetup: ['test/stale-build.ts', 'test/own-tmpdir.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     // Integration tests spawn git, daemons and the resource scripts: two cores, so keep it modest.

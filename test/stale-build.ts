@@ -1,11 +1,9 @@
 // Vitest global setup: the end-to-end tests run assets/*, which load dist/. A run after editing
 // src/ without `npm run build` would test the old code and pass or fail for the wrong reason, so
 // a dist/ older than any source file is rebuilt first. An installed payload
-// (POOL_RESOURCE_ASSETS, the image's tests stage) is what it is and is left alone. It also gives
-// the run a TMPDIR of its own (below).
+// (POOL_RESOURCE_ASSETS, the image's tests stage) is what it is and is left alone.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -32,25 +30,10 @@ export function isStale(root: string): boolean {
   return built === 0 || newest(join(root, 'src'), '.ts') > built;
 }
 
-/**
- * Every test's scratch (step folders, lock repositories, and the homes of runs a test SIGKILLs,
- * which cannot remove their own) goes to a folder of the test run's own, removed when it ends:
- * the workers inherit TMPDIR, and so does every process they start.
- */
-function ownTmpdir(): () => void {
-  // Each project (vitest.config.ts) runs the setup again, in the process that ran it first.
-  if (process.env.POOL_TESTS_TMPDIR) return () => undefined;
-  const dir = mkdtempSync(join(tmpdir(), 'pool-tests-'));
-  process.env.TMPDIR = process.env.POOL_TESTS_TMPDIR = dir;
-  return () => rmSync(dir, { recursive: true, force: true });
-}
-
-export default function setup(): () => void {
-  const teardown = ownTmpdir();
-  if (process.env.POOL_RESOURCE_ASSETS || !isStale(ROOT)) return teardown;
+export default function setup(): void {
+  if (process.env.POOL_RESOURCE_ASSETS || !isStale(ROOT)) return;
   process.stderr.write('dist/ is older than src/: building it before the tests\n');
   execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', ROOT], {
     stdio: ['ignore', 'inherit', 'inherit'],
   });
-  return teardown;
 }
