@@ -63,10 +63,11 @@ export async function runCommand(
   const ctx: CommandContext = {
     stdin: typeof stdin === 'string' ? stdin : JSON.stringify(stdin),
     args,
-    // As run-script.ts gives a spawned script: PATH and HOME, and what the test adds.
+    // As run-script.ts gives a spawned script: PATH, HOME, the run's TMPDIR, and what the test adds.
     env: {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
       HOME: process.env.HOME ?? '/root',
+      ...(process.env.TMPDIR ? { TMPDIR: process.env.TMPDIR } : {}),
       ...env,
     },
     log,

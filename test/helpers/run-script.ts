@@ -56,6 +56,8 @@ export function startScript(
     env: {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
       HOME: process.env.HOME ?? '/root',
+      // The test run's own (test/own-tmpdir.ts), unless the test gives one.
+      ...(process.env.TMPDIR ? { TMPDIR: process.env.TMPDIR } : {}),
       ...(options.tmpdir ? { TMPDIR: options.tmpdir } : {}),
       ...options.env,
     },
