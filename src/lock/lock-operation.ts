@@ -183,9 +183,12 @@ function locksIn(pool: PoolState): number {
   return new Set([...pool.claimed, ...pool.unclaimed]).size;
 }
 
-/** How many locks of `pool` are claimed and unclaimed, as every waiting line says (SPEC §8). */
+/**
+ * How many locks of `pool` are claimed and unclaimed, as every waiting line says (SPEC §8): the
+ * unclaimed ones a claim could take (freeLocks).
+ */
 function counts(pool: PoolState): string {
-  return `(${pool.claimed.size} claimed, ${pool.unclaimed.size} unclaimed)`;
+  return `(${pool.claimed.size} claimed, ${freeLocks(pool).length} unclaimed)`;
 }
 
 /**
@@ -232,7 +235,7 @@ function decideAcquire(
       count === 1 ? 'no unclaimed lock' : `${count} locks wanted, ${free.length} unclaimed`;
     return {
       kind: 'wait',
-      reason: `${wanted} in pool "${poolName}" (${pool.claimed.size} claimed, ${free.length} unclaimed)`,
+      reason: `${wanted} in pool "${poolName}" ${counts(pool)}`,
       wanted: [...pool.claimed].sort(),
     };
   }
