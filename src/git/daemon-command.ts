@@ -3,15 +3,30 @@
 // exchange split over small writes waits for the peer's delayed ACK, about 40 ms on Linux however
 // near the server: a fetch's wants then its haves, a push's commands then its pack. Here the run
 // connects with Nagle off, sends git daemon's request line itself (as git's connect.c writes it,
-// protocol v0: environment.ts) and hands the socket to git as its descriptor 3, where git's `fd::`
-// transport (git-remote-fd) speaks the protocol on it: git's writes then leave at once. Measured on
-// 127.0.0.1 (git 2.39): a fetch of a new commit 61 ms by git's own connection, 18 ms on ours; a
-// push 59 ms and 21 ms. A fetch with --depth still waits once, on git daemon's side (its shallow
-// lines, then a flush): the lock repository fetches only what is new after its first fetch
-// (repo/lock-repository.ts).
+// protocol v0: environment.ts) and relays the connection to git's descriptor 3, one end of a socket
+// pair, where git's `fd::` transport (git-remote-fd) speaks the protocol: git's writes then leave
+// at once. Measured on 127.0.0.1 (git 2.39): a fetch of a new commit 61 ms by git's own connection,
+// 18 ms on ours; a push 59 ms and 21 ms. A fetch with --depth still waits once, on git daemon's
+// side (its shallow lines, then a flush): the lock repository fetches only what is new after its
+// first fetch (repo/lock-repository.ts).
+//
+// The run relays rather than handing git the socket itself because of how git-remote-fd ends: a
+// connection the server resets (git daemon drops a new connection so, unread, once it serves
+// `--max-connections`) fails its read with an error, after which it waits for ever on git's
+// side of the pipe while git waits on it (git 2.39), until git_timeout. The relay ends git's
+// side with a plain end of file instead, and git fails at once in its own words.
 import { connect, type Socket } from 'node:net';
 import { daemonRequest, type DaemonTarget } from './daemon-refs.js';
-import { fdCommand, finished, spawnOnFd, type FdCommand, type Service } from './fd-command.js';
+import type { Duplex } from 'node:stream';
+import {
+  fdCommand,
+  finished,
+  spawnOnFd,
+  type CommandResult,
+  type FdCommand,
+  type FdRunOptions,
+  type Service,
+} from './fd-command.js';
 
 /** The git:// lock repository the run's commands go to over its own connections. */
 export interface DaemonSockets extends DaemonTarget {
@@ -30,20 +45,46 @@ export function daemonCommand(
 ): FdCommand | undefined {
   return fdCommand(daemon.uri, args, async ({ args: replaced, service }, options) => {
     const socket = await requested(daemon, service, options.signal);
-    if (!socket) return undefined;
-    try {
-      return finished(spawnOnFd(replaced, options, socket));
-    } finally {
-      // git holds its own descriptor from here: closing ours neither ends nor resets the
-      // connection.
-      socket.destroy();
-    }
+    return socket && relayed(replaced, options, socket);
   });
 }
 
 /**
+ * git's command on a socket pair the run relays to `socket`, `read` (what the run has read from it
+ * already) first.
+ */
+export function relayed(
+  args: readonly string[],
+  options: FdRunOptions,
+  socket: Socket,
+  read: Buffer = Buffer.alloc(0),
+): Promise<CommandResult> {
+  const child = spawnOnFd(args, options, 'pipe');
+  const connection = child.stdio[3] as Duplex | null;
+  if (connection) {
+    // git ends its half once it has sent all it sends (git-remote-fd shuts its socket's writing
+    // down), and then reads the server's answer on the other.
+    (connection as { allowHalfOpen: boolean }).allowHalfOpen = true;
+    if (read.length > 0) connection.write(read);
+    socket.pipe(connection);
+    connection.pipe(socket);
+    // A connection reset or failed: git reads the end of it, never an error (see above).
+    socket.on('error', () => connection.end());
+    connection.on('error', () => socket.destroy());
+  }
+  // git gone, nothing is left to relay (and Node's 'close' for git waits on our end of the pair).
+  const gone = () => {
+    socket.destroy();
+    connection?.destroy();
+  };
+  child.once('exit', gone);
+  child.once('error', gone);
+  return finished(child);
+}
+
+/**
  * A connection to git daemon with Nagle's algorithm off and git daemon's request for `service`
- * written on it; nothing read from it (git reads all the server says). Undefined when it fails.
+ * written on it; nothing read from it yet. Undefined when it fails.
  */
 function requested(
   daemon: DaemonTarget,
@@ -56,7 +97,7 @@ function requested(
       return;
     }
     const socket = connect({ host: daemon.host, port: daemon.port, noDelay: true });
-    // Never read here: what the server sends is git's, once it has the socket.
+    // Not read here: what the server sends is git's.
     socket.pause();
     let settled = false;
     const settle = (value: Socket | undefined) => {
@@ -68,7 +109,7 @@ function requested(
     };
     const onAbort = () => settle(undefined);
     signal.addEventListener('abort', onAbort, { once: true });
-    // Before git has it, a failure means git connects itself; after, the failure is git's to meet.
+    // Before git runs on it, a failure means git connects itself; after, git meets it.
     socket.on('error', () => settle(undefined));
     socket.once('connect', () => {
       socket.write(daemonRequest(service, daemon), (error) => settle(error ? undefined : socket));

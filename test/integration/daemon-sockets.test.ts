@@ -12,6 +12,7 @@ import type { Source } from '../../src/protocol/source.js';
 import { FetchById } from '../../src/repo/branch-copy.js';
 import { holderLookup } from '../../src/repo/holder-lookup.js';
 import { LockRepository } from '../../src/repo/lock-repository.js';
+import { fakeDaemons } from '../helpers/fake-daemon.js';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
 import { gitShim, type GitShim } from '../helpers/git-shim.js';
 import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
@@ -63,8 +64,8 @@ async function remoteCommands(): Promise<string[][]> {
 /** Runs `body` with a run's git for the daemon's repository, as `out` sets it up. */
 async function withRunGit(
   body: (run: { git: Git; settings: Source; home: string }) => Promise<void>,
+  url = daemon.url(repo.bare),
 ): Promise<void> {
-  const url = daemon.url(repo.bare);
   const { source: settings } = (
     await parseCheckRequest(JSON.stringify({ source: source(repo, { uri: url }) }))
   ).request;
@@ -183,6 +184,27 @@ describe('git over the run’s own connections to git daemon', () => {
     expect((await remoteCommands()).at(-1)).toContain(url);
     expect(result.stderr).toMatch(/unable to connect to 127\.0\.0\.1/);
     expect(result.stderr).not.toContain('fd::');
+  });
+
+  // git daemon, once it serves --max-connections, drops a new connection unread: a reset.
+  it.each([
+    ['fetch', ['fetch', '--no-tags']],
+    ['push', ['push', '--porcelain']],
+  ])('a %s on a connection the server resets fails at once in git’s words', async (_, command) => {
+    const fakes = fakeDaemons();
+    const url = await fakes.start((socket) => socket.once('data', () => socket.resetAndDestroy()));
+    try {
+      await withRunGit(async ({ git }) => {
+        const failure = await git
+          .run([...command, '--', url, 'refs/heads/master:refs/heads/other'], { cwd: repo.bare })
+          .catch((error: unknown) => error);
+        // Not a GitTimeoutError: git's fd:: transport, handed the socket itself, waited for ever.
+        expect(failure).toBeInstanceOf(GitCommandError);
+        expect((failure as GitCommandError).stderr).toContain('Could not read from remote');
+      }, url);
+    } finally {
+      fakes.closeAll();
+    }
   });
 
   it('says what git said with the uri where git named the socket', async () => {
