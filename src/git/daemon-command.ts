@@ -17,6 +17,7 @@
 // side with a plain end of file instead, and git fails at once in its own words.
 import { connect, type Socket } from 'node:net';
 import { daemonRequest, type DaemonTarget } from './daemon-refs.js';
+import type { DaemonPushes } from './daemon-push.js';
 import type { Duplex } from 'node:stream';
 import {
   fdCommand,
@@ -32,6 +33,8 @@ import {
 export interface DaemonSockets extends DaemonTarget {
   /** The URI as the run's commands name it. */
   uri: string;
+  /** The run's pushes that read the advertisement first (daemon-push.ts). */
+  pushes?: DaemonPushes;
 }
 
 /**
@@ -44,6 +47,14 @@ export function daemonCommand(
   args: readonly string[],
 ): FdCommand | undefined {
   return fdCommand(daemon.uri, args, async ({ args: replaced, service }, options) => {
+    const branch = options.pushesTo?.[0];
+    if (service === 'git-receive-pack' && branch && daemon.pushes)
+      return daemon.pushes.run(replaced, options, branch, () =>
+        requested(daemon, service, options.signal),
+      );
+    // Another push (joining the waiting line, say): the put's claim did not follow its lost race,
+    // and the connection kept for it counts against git daemon's --max-connections for nothing.
+    if (service === 'git-receive-pack') daemon.pushes?.close();
     const socket = await requested(daemon, service, options.signal);
     return socket && relayed(replaced, options, socket);
   });
@@ -97,7 +108,7 @@ function requested(
       return;
     }
     const socket = connect({ host: daemon.host, port: daemon.port, noDelay: true });
-    // Not read here: what the server sends is git's.
+    // Not read here: what the server sends is git's, or the push's (daemon-push.ts).
     socket.pause();
     let settled = false;
     const settle = (value: Socket | undefined) => {

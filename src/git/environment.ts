@@ -14,6 +14,7 @@ import { startHttpRelay, type HttpRelay } from '../transport/http-relay.js';
 import { isSshUri, rewritesUrls } from '../transport/ssh-args.js';
 import { startSshMux, type SshMux } from '../transport/ssh-mux.js';
 import type { DaemonSockets } from './daemon-command.js';
+import { DaemonPushes } from './daemon-push.js';
 import { sshChannels, type SshChannels } from './ssh-channel-command.js';
 import { daemonTarget } from './daemon-refs.js';
 import { sshCommand } from './ssh-command.js';
@@ -298,7 +299,11 @@ async function fill(
   // The run's own connections go where the URI says: a url.<base>.insteadOf leaves them to git.
   const direct = !rewritesUrls(source.gitConfig);
   const target = direct ? daemonTarget(source.uri) : undefined;
-  const daemon: DaemonSockets | undefined = target && { ...target, uri: source.uri };
+  const daemon: DaemonSockets | undefined = target && {
+    ...target,
+    uri: source.uri,
+    pushes: new DaemonPushes(),
+  };
   const protocolVersion = askedProtocol(source);
   const ssh: SshChannels | undefined =
     direct && mux && protocolVersion ? sshChannels(source.uri, mux, protocolVersion) : undefined;
@@ -314,6 +319,7 @@ async function fill(
     dispose: () => {
       mux?.close();
       relay?.close();
+      daemon?.pushes?.close();
       return rm(home, { recursive: true, force: true });
     },
   };

@@ -5,6 +5,7 @@
 // shared connection (ssh-channel-command.ts).
 import { spawn } from 'node:child_process';
 import type { Socket } from 'node:net';
+import type { KnownRef } from '../transport/kept-advertisements.js';
 
 /** Where git finds the connection: its descriptor 3, as git-remote-fd names it. */
 export const SOCKET_REMOTE = 'fd::3';
@@ -43,6 +44,8 @@ export interface FdRunOptions {
   env: Record<string, string>;
   cwd: string;
   signal: AbortSignal;
+  /** For a push: the refs it goes to as the run knows them on the server, the branch first. */
+  pushesTo?: readonly KnownRef[];
 }
 
 /**

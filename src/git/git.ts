@@ -204,7 +204,8 @@ export class Git {
     };
     signal.addEventListener('abort', stopProcesses, { once: true });
     try {
-      const socketRun = direct && (await direct.run({ env, cwd, signal }));
+      const pushesTo = options.pushesTo;
+      const socketRun = direct && (await direct.run({ env, cwd, signal, pushesTo }));
       let output: T;
       if (socketRun && fromStdout) {
         if (socketRun.exitCode !== 0) {

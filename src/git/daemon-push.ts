@@ -1,0 +1,182 @@
+// A push to a git:// lock repository whose connection answers a lost race too. git daemon's
+// receive-pack starts each connection by advertising the refs as they are then, and git's push
+// refuses itself ("fetch first") when the branch is not where the commit it pushes was made on: a
+// connection, a receive-pack and a git process, spent on learning that another build's push landed
+// first. Here the run reads the advertisement itself before starting git:
+// - where the branch stands where the push expects it, git starts on the connection, which the run
+//   relays to it (daemon-command.ts), the advertisement first (git reads it as it would have);
+// - where it moved, git does not start: the push is answered as git would answer it (`[rejected]
+//   (fetch first)`), and the connection is kept for the next push, shortly after. The put learns the
+//   new tip on its kept session, makes its commit again and, when the advertisement names that tip,
+//   pushes over the connection kept: a lost race then costs git daemon no connection at all.
+// receive-pack checks each ref against the value the push sends when it updates it, so a push on a
+// kept connection whose branch moved again since is refused by the server as any lost race is.
+import type { Socket } from 'node:net';
+import type { KnownRef } from '../transport/kept-advertisements.js';
+import { isFlush, MAX_ANSWER_BYTES, packets, packetText } from './ls-refs.js';
+import { relayed } from './daemon-command.js';
+import { SOCKET_REMOTE, type CommandResult, type FdRunOptions } from './fd-command.js';
+
+/**
+ * How long a connection whose advertisement showed a lost race is kept for the push that follows
+ * it (a fetch on the kept session and a commit: tens of milliseconds); git daemon counts it
+ * against its `--max-connections` meanwhile.
+ */
+const KEPT_MS = 1_000;
+
+/** A receive-pack connection and what it has advertised, read by the run. */
+interface Advertised {
+  socket: Socket;
+  /** Everything read from it so far: git reads it first. */
+  read: Buffer;
+  /** The refs it advertised; undefined where the advertisement could not be read whole. */
+  refs: Map<string, string> | undefined;
+}
+
+export class DaemonPushes {
+  private kept: (Advertised & { timer: NodeJS.Timeout; closed: () => boolean }) | undefined;
+
+  /**
+   * Runs git's push (`args` naming SOCKET_REMOTE) on `connect`'s connection, or on the one kept
+   * where its advertisement names the branch where the push expects it (`expected`, the branch
+   * the push moves, as the commit pushed was made on). Undefined, having started nothing, where
+   * no connection could be made.
+   */
+  async run(
+    args: readonly string[],
+    options: FdRunOptions,
+    expected: KnownRef,
+    connect: () => Promise<Socket | undefined>,
+  ): Promise<CommandResult | undefined> {
+    let advertised = this.take(expected);
+    if (!advertised) {
+      const socket = await connect();
+      if (!socket) return undefined;
+      advertised = await readAdvertisement(socket, options.signal);
+      if (!advertised) return undefined;
+    }
+    const at = advertised.refs?.get(expected.ref);
+    const pushing = args.find((arg) => arg.endsWith(`:${expected.ref}`));
+    // git would refuse it before sending anything: unless the branch already is the commit pushed
+    // (git says "up to date") or the advertisement was not read whole (git reads it itself).
+    if (advertised.refs && at !== expected.id && !(at && pushing?.startsWith(`${at}:`))) {
+      this.keep(advertised);
+      return refusedBeforeSending(pushing ?? `:${expected.ref}`);
+    }
+    return relayed(args, options, advertised.socket, advertised.read);
+  }
+
+  /** Closes the kept connection, if any (the run ends). */
+  close(): void {
+    this.drop();
+  }
+
+  /** The kept connection, where it is still open and advertised the branch at `expected.id`. */
+  private take(expected: KnownRef): Advertised | undefined {
+    const kept = this.kept;
+    if (!kept) return undefined;
+    this.kept = undefined;
+    clearTimeout(kept.timer);
+    if (kept.closed() || kept.refs?.get(expected.ref) !== expected.id) {
+      kept.socket.destroy();
+      return undefined;
+    }
+    kept.socket.ref();
+    return kept;
+  }
+
+  private keep(advertised: Advertised): void {
+    this.drop();
+    const { socket } = advertised;
+    // Nothing of the run waits on it: it never keeps the run from ending.
+    socket.unref();
+    const timer = setTimeout(() => this.drop(), KEPT_MS);
+    timer.unref();
+    // Ended by the server meanwhile: git would find nothing to read on it.
+    let closed = false;
+    const ended = () => (closed = true);
+    socket.once('end', ended);
+    socket.once('close', ended);
+    socket.on('error', ended);
+    this.kept = { ...advertised, timer, closed: () => closed };
+  }
+
+  private drop(): void {
+    if (!this.kept) return;
+    clearTimeout(this.kept.timer);
+    this.kept.socket.destroy();
+    this.kept = undefined;
+  }
+}
+
+/**
+ * Reads receive-pack's advertisement (up to its flush) from `socket`; the refs are undefined where
+ * the server said something else (an `ERR` line, a connection ended early, more than an answer
+ * holds), which git then reads as it would have. Undefined, the socket destroyed, when stopped.
+ */
+function readAdvertisement(socket: Socket, signal: AbortSignal): Promise<Advertised | undefined> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const done = (refs: Map<string, string> | undefined) => {
+      socket.off('data', onData);
+      socket.off('end', onEnd);
+      socket.off('error', onEnd);
+      signal.removeEventListener('abort', onAbort);
+      socket.pause();
+      resolve({ socket, read: Buffer.concat(chunks), refs });
+    };
+    const onData = (chunk: Buffer) => {
+      chunks.push(chunk);
+      size += chunk.length;
+      const ended = advertisementEnd(Buffer.concat(chunks));
+      if (ended !== 'more') done(ended);
+      else if (size > MAX_ANSWER_BYTES) done(undefined);
+    };
+    const onEnd = () => done(undefined);
+    const onAbort = () => {
+      socket.off('data', onData);
+      socket.destroy();
+      resolve(undefined);
+    };
+    if (signal.aborted) return onAbort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    socket.on('data', onData);
+    socket.once('end', onEnd);
+    socket.once('error', onEnd);
+    socket.resume();
+  });
+}
+
+/**
+ * The refs of a v0 advertisement that `data` holds whole (`<id> <ref>`, the first line with the
+ * capabilities after a NUL, an empty repository's a line of zeros), 'more' while it is not whole,
+ * undefined for anything else.
+ */
+export function advertisementEnd(data: Buffer): Map<string, string> | undefined | 'more' {
+  const refs = new Map<string, string>();
+  try {
+    for (const packet of packets(data)) {
+      if (isFlush(packet)) return refs;
+      const match = /^([0-9a-f]{40}|[0-9a-f]{64}) ([^\0 ]+)/.exec(packetText(packet));
+      if (!match) return undefined;
+      if (!/^0+$/.test(match[1]!)) refs.set(match[2]!, match[1]!);
+    }
+  } catch {
+    return undefined;
+  }
+  return 'more';
+}
+
+/**
+ * What `git push --porcelain` prints, and its exit code, when the advertisement shows that the
+ * branch moved since the commit pushed was made (git's transport.c and send-pack.c, git 2.39).
+ */
+function refusedBeforeSending(refspec: string): CommandResult {
+  return {
+    exitCode: 1,
+    signal: null,
+    stdout: Buffer.from(`To ${SOCKET_REMOTE}\n!\t${refspec}\t[rejected] (fetch first)\nDone\n`),
+    stderr: Buffer.from(`error: failed to push some refs to '${SOCKET_REMOTE}'\n`),
+  };
+}
