@@ -70,7 +70,7 @@ export function relayed(
   socket: Socket,
   read: Buffer = Buffer.alloc(0),
 ): Promise<CommandResult> {
-  const child = spawnOnFd(args, options, 'pipe');
+  const child = spawnOnFd(args, options);
   const connection = child.stdio[3] as Duplex | null;
   if (connection) {
     // git ends its half once it has sent all it sends (git-remote-fd shuts its socket's writing

@@ -219,7 +219,7 @@ class DaemonSession implements KeptSession {
       return undefined;
     }
     if (listing) this.listed = true;
-    const child = spawnOnFd(args, options, 'pipe');
+    const child = spawnOnFd(args, options);
     const socket = child.stdio[3] as Socket;
     // Once git has gone, nothing more is read from it or passed to it.
     child.once('exit', () => socket.destroy());

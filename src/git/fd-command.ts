@@ -1,10 +1,9 @@
-// git commands that speak to the lock repository over a connection the run made: git gets it as
-// its descriptor 3 and `fd::3` in place of the URI, and git's `fd::` transport (git-remote-fd)
-// speaks the protocol on it. Over git:// that connection is a socket with Nagle's algorithm off
-// (daemon-command.ts); over SSH a socket pair whose other end the run relays to a channel of its
-// shared connection (ssh-channel-command.ts).
+// git commands that speak to the lock repository over a connection the run made: git gets one end
+// of a socket pair as its descriptor 3 and `fd::3` in place of the URI, and git's `fd::` transport
+// (git-remote-fd) speaks the protocol on it. The run relays the other end: over git:// to a socket
+// with Nagle's algorithm off (daemon-command.ts), over SSH to a channel of its shared connection
+// (ssh-channel-command.ts), and on a put's kept session to the session (daemon-session.ts).
 import { spawn } from 'node:child_process';
-import type { Socket } from 'node:net';
 import type { KnownRef } from '../transport/kept-advertisements.js';
 
 /** Where git finds the connection: its descriptor 3, as git-remote-fd names it. */
@@ -68,21 +67,17 @@ export function fdCommand(
   return { uri, args: command.args, run: (options) => run(command, options) };
 }
 
-/**
- * Starts git with `connection` as its descriptor 3: a socket of the run's, which git holds from
- * then on (ours is closed), or 'pipe' for a socket pair whose other end is `child.stdio[3]`.
- */
+/** Starts git with one end of a socket pair as its descriptor 3; the other is `child.stdio[3]`. */
 export function spawnOnFd(
   args: readonly string[],
   options: FdRunOptions,
-  connection: Socket | 'pipe',
 ): ReturnType<typeof spawn> {
   // The `fd::` transport for this command alone: no URI a request gives may name it.
   const allowed = `${options.env.GIT_ALLOW_PROTOCOL ?? 'git'}:fd`;
   return spawn('git', args, {
     cwd: options.cwd,
     env: { ...options.env, GIT_ALLOW_PROTOCOL: allowed },
-    stdio: ['ignore', 'pipe', 'pipe', connection],
+    stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
   });
 }
 

@@ -57,7 +57,7 @@ export function sshChannelCommand(
 ): FdCommand | undefined {
   return fdCommand(ssh.uri, args, ({ args: replaced, service }, options) => {
     const { invocation, env } = service === 'git-receive-pack' ? ssh.receive : ssh.upload;
-    const child = spawnOnFd(replaced, options, 'pipe');
+    const child = spawnOnFd(replaced, options);
     const remoteWords: Buffer[] = [];
     const stderr = new Writable({
       write(chunk: Buffer, _encoding, done) {
