@@ -47,15 +47,13 @@ export function daemonCommand(
   args: readonly string[],
 ): FdCommand | undefined {
   return fdCommand(daemon.uri, args, async ({ args: replaced, service }, options) => {
+    const connect = () => requested(daemon, service, options.signal);
     const branch = options.pushesTo?.[0];
-    if (service === 'git-receive-pack' && branch && daemon.pushes)
-      return daemon.pushes.run(replaced, options, branch, () =>
-        requested(daemon, service, options.signal),
-      );
-    // Another push (joining the waiting line, say): the put's claim did not follow its lost race,
-    // and the connection kept for it counts against git daemon's --max-connections for nothing.
-    if (service === 'git-receive-pack') daemon.pushes?.close();
-    const socket = await requested(daemon, service, options.signal);
+    if (service === 'git-receive-pack' && daemon.pushes)
+      return branch
+        ? daemon.pushes.run(replaced, options, branch, connect)
+        : daemon.pushes.runOther(replaced, options, connect);
+    const socket = await connect();
     return socket && relayed(replaced, options, socket);
   });
 }

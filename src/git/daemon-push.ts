@@ -48,7 +48,7 @@ export class DaemonPushes {
     expected: KnownRef,
     connect: () => Promise<Socket | undefined>,
   ): Promise<CommandResult | undefined> {
-    let advertised = this.take(expected);
+    let advertised = this.take((refs) => refs.get(expected.ref) === expected.id);
     if (!advertised) {
       const socket = await connect();
       if (!socket) return undefined;
@@ -66,18 +66,36 @@ export class DaemonPushes {
     return relayed(args, options, advertised.socket, advertised.read);
   }
 
+  /**
+   * Runs any other push (`args` naming SOCKET_REMOTE): on the kept connection where the push only
+   * creates refs that connection advertised none of (a put joining the waiting line after its
+   * claim lost a race: its entry is new, and no other build writes it), else on `connect`'s, the
+   * kept one let go (git daemon counts it against its `--max-connections`).
+   */
+  async runOther(
+    args: readonly string[],
+    options: FdRunOptions,
+    connect: () => Promise<Socket | undefined>,
+  ): Promise<CommandResult | undefined> {
+    const created = createdRefs(args);
+    const kept = this.take((refs) => !!created && created.every((ref) => !refs.has(ref)));
+    if (kept) return relayed(args, options, kept.socket, kept.read);
+    const socket = await connect();
+    return socket && relayed(args, options, socket);
+  }
+
   /** Closes the kept connection, if any (the run ends). */
   close(): void {
     this.drop();
   }
 
-  /** The kept connection, where it is still open and advertised the branch at `expected.id`. */
-  private take(expected: KnownRef): Advertised | undefined {
+  /** The kept connection, where it is still open and its advertisement `fits`; else let go. */
+  private take(fits: (refs: Map<string, string>) => boolean): Advertised | undefined {
     const kept = this.kept;
     if (!kept) return undefined;
     this.kept = undefined;
     clearTimeout(kept.timer);
-    if (kept.closed() || kept.refs?.get(expected.ref) !== expected.id) {
+    if (kept.closed() || !kept.refs || !fits(kept.refs)) {
       kept.socket.destroy();
       return undefined;
     }
@@ -166,6 +184,16 @@ export function advertisementEnd(data: Buffer): Map<string, string> | undefined 
     return undefined;
   }
   return 'more';
+}
+
+/**
+ * The refs a push's refspecs (after SOCKET_REMOTE) write, where each names a source (`+id:ref`):
+ * undefined for a push that deletes any.
+ */
+function createdRefs(args: readonly string[]): string[] | undefined {
+  const refspecs = args.slice(args.indexOf(SOCKET_REMOTE) + 1);
+  const refs = refspecs.map((refspec) => /^\+?[^:]+:(.+)$/.exec(refspec)?.[1]);
+  return refs.length > 0 && refs.every((ref) => ref !== undefined) ? (refs as string[]) : undefined;
 }
 
 /**

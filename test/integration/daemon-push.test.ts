@@ -10,7 +10,7 @@ import { Git } from '../../src/git/git.js';
 import { parseCheckRequest } from '../../src/protocol/request.js';
 import { LockRepository } from '../../src/repo/lock-repository.js';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
-import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
+import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { source } from '../helpers/source.js';
 import { otherClone } from '../helpers/steps.js';
 
@@ -101,6 +101,27 @@ describe('a push to git daemon whose branch moved since the sync', () => {
       'claiming: lock-a',
       'unclaiming: lock-b',
       'claiming: lock-b',
+    ]);
+  });
+
+  it('carries the put’s join of the waiting line that follows its lost race', async () => {
+    await withCopy(async (copy) => {
+      await claimAtTip(copy, 'lock-a');
+      await otherClone(repo).claim('lock-b');
+      const before = receivePacks();
+      expect(await copy.push()).toBe('rejected');
+
+      await copy.sync();
+      const entry = { since: Date.now(), retryDelayMs: 1_000, token: 'a1b2c3' };
+      expect(await copy.join(entry)).toBe(true);
+      expect(receivePacks() - before).toBe(1);
+      // Moving an entry that exists takes a connection of its own.
+      expect(await copy.join(entry)).toBe(true);
+      expect(receivePacks() - before).toBe(2);
+    });
+    const line = await git(repo.bare, 'for-each-ref', '--format=%(refname)', 'refs/pool-resource');
+    expect(line.trim().split('\n')).toEqual([
+      expect.stringMatching(/^refs\/pool-resource\/waiting\/master\/pool\/\d+-1000-a1b2c3$/),
     ]);
   });
 
