@@ -62,13 +62,22 @@ async function claimAtTip(copy: LockRepository, name: string): Promise<void> {
   await copy.commit([`claiming: ${name}`]);
 }
 
+/**
+ * A claim of lock-a committed, then another build's claim of lock-b landing before its push: the
+ * push loses its race. Returns how many pushes' connections git daemon had served before it.
+ */
+async function loseRace(copy: LockRepository): Promise<number> {
+  await claimAtTip(copy, 'lock-a');
+  await otherClone(repo).claim('lock-b');
+  const before = receivePacks();
+  expect(await copy.push()).toBe('rejected');
+  return before;
+}
+
 describe('a push to git daemon whose branch moved since the sync', () => {
   it('loses its race without git, and the next push goes over the same connection', async () => {
     await withCopy(async (copy) => {
-      await claimAtTip(copy, 'lock-a');
-      await otherClone(repo).claim('lock-b');
-      const before = receivePacks();
-      expect(await copy.push()).toBe('rejected');
+      const before = await loseRace(copy);
       expect(receivePacks() - before).toBe(1);
 
       await claimAtTip(copy, 'lock-a');
@@ -81,10 +90,7 @@ describe('a push to git daemon whose branch moved since the sync', () => {
 
   it('is refused by the server when the branch moved again while the connection waited', async () => {
     await withCopy(async (copy) => {
-      await claimAtTip(copy, 'lock-a');
-      await otherClone(repo).claim('lock-b');
-      const before = receivePacks();
-      expect(await copy.push()).toBe('rejected');
+      const before = await loseRace(copy);
 
       await claimAtTip(copy, 'lock-a');
       // Another build's push lands after the kept connection's advertisement.
@@ -106,10 +112,7 @@ describe('a push to git daemon whose branch moved since the sync', () => {
 
   it('carries the put’s join of the waiting line that follows its lost race', async () => {
     await withCopy(async (copy) => {
-      await claimAtTip(copy, 'lock-a');
-      await otherClone(repo).claim('lock-b');
-      const before = receivePacks();
-      expect(await copy.push()).toBe('rejected');
+      const before = await loseRace(copy);
 
       await copy.sync();
       const entry = { since: Date.now(), retryDelayMs: 1_000, token: 'a1b2c3' };
@@ -127,10 +130,7 @@ describe('a push to git daemon whose branch moved since the sync', () => {
 
   it('takes a new connection when the tip the put synced is not the one the kept one advertised', async () => {
     await withCopy(async (copy) => {
-      await claimAtTip(copy, 'lock-a');
-      await otherClone(repo).claim('lock-b');
-      const before = receivePacks();
-      expect(await copy.push()).toBe('rejected');
+      const before = await loseRace(copy);
 
       await otherClone(repo).release('lock-b');
       await claimAtTip(copy, 'lock-a');
