@@ -8,7 +8,8 @@
 // - where it moved, git does not start: the push is answered as git would answer it (`[rejected]
 //   (fetch first)`), and the connection is kept for the next push, shortly after. The put learns the
 //   new tip on its kept session, makes its commit again and, when the advertisement names that tip,
-//   pushes over the connection kept: a lost race then costs git daemon no connection at all.
+//   pushes over the connection kept; a put that joins the waiting line instead joins over it. A
+//   race lost before the push reached the server then costs git daemon no connection of its own.
 // receive-pack checks each ref against the value the push sends when it updates it, so a push on a
 // kept connection whose branch moved again since is refused by the server as any lost race is.
 import type { Socket } from 'node:net';
@@ -171,7 +172,7 @@ function readAdvertisement(socket: Socket, signal: AbortSignal): Promise<Adverti
  * capabilities after a NUL, an empty repository's a line of zeros), 'more' while it is not whole,
  * undefined for anything else.
  */
-export function advertisementEnd(data: Buffer): Map<string, string> | undefined | 'more' {
+function advertisementEnd(data: Buffer): Map<string, string> | undefined | 'more' {
   const refs = new Map<string, string>();
   try {
     for (const packet of packets(data)) {
