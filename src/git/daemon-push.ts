@@ -14,7 +14,7 @@
 // kept connection whose branch moved again since is refused by the server as any lost race is.
 import type { Socket } from 'node:net';
 import type { KnownRef } from '../transport/kept-advertisements.js';
-import { isFlush, MAX_ANSWER_BYTES, packets, packetText } from './ls-refs.js';
+import { advertisedRefs, isFlush, MAX_ANSWER_BYTES, packets, packetText } from './ls-refs.js';
 import { relayed } from './daemon-command.js';
 import { SOCKET_REMOTE, type CommandResult, type FdRunOptions } from './fd-command.js';
 
@@ -168,18 +168,19 @@ function readAdvertisement(socket: Socket, signal: AbortSignal): Promise<Adverti
 }
 
 /**
- * The refs of a v0 advertisement that `data` holds whole (`<id> <ref>`, the first line with the
- * capabilities after a NUL, an empty repository's a line of zeros), 'more' while it is not whole,
- * undefined for anything else.
+ * The refs of a v0 advertisement that `data` holds whole, by name (advertisedRefs: an empty
+ * repository's line of zeros names none), 'more' while it is not whole, undefined for anything
+ * else (an `ERR` line).
  */
 function advertisementEnd(data: Buffer): Map<string, string> | undefined | 'more' {
-  const refs = new Map<string, string>();
+  const lines: string[] = [];
   try {
     for (const packet of packets(data)) {
-      if (isFlush(packet)) return refs;
-      const match = /^([0-9a-f]{40}|[0-9a-f]{64}) ([^\0 ]+)/.exec(packetText(packet));
-      if (!match) return undefined;
-      if (!/^0+$/.test(match[1]!)) refs.set(match[2]!, match[1]!);
+      if (isFlush(packet)) {
+        const refs = advertisedRefs(lines);
+        return refs && new Map(refs.map(({ ref, id }) => [ref, id]));
+      }
+      lines.push(packetText(packet));
     }
   } catch {
     return undefined;

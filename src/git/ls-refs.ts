@@ -136,7 +136,7 @@ export function parseAdvertisement(body: Buffer): AdvertisedRef[] | undefined {
 }
 
 /** The refs of v0 advertisement lines (`<id> <ref>`, the first with capabilities after a NUL). */
-function advertisedRefs(lines: readonly string[]): AdvertisedRef[] | undefined {
+export function advertisedRefs(lines: readonly string[]): AdvertisedRef[] | undefined {
   const refs: AdvertisedRef[] = [];
   for (const line of lines) {
     const match = /^([0-9a-f]{40}|[0-9a-f]{64}) ([^\0 ]+)/.exec(line);
