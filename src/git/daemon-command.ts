@@ -34,7 +34,7 @@ export interface DaemonSockets extends DaemonTarget {
   /** The URI as the run's commands name it. */
   uri: string;
   /** The run's pushes that read the advertisement first (daemon-push.ts). */
-  pushes?: DaemonPushes;
+  pushes: DaemonPushes;
 }
 
 /**
@@ -49,7 +49,7 @@ export function daemonCommand(
   return fdCommand(daemon.uri, args, async ({ args: replaced, service }, options) => {
     const connect = () => requested(daemon, service, options.signal);
     const branch = options.pushesTo?.[0];
-    if (service === 'git-receive-pack' && daemon.pushes)
+    if (service === 'git-receive-pack')
       return branch
         ? daemon.pushes.run(replaced, options, branch, connect)
         : daemon.pushes.runOther(replaced, options, connect);

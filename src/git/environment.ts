@@ -319,7 +319,7 @@ async function fill(
     dispose: () => {
       mux?.close();
       relay?.close();
-      daemon?.pushes?.close();
+      daemon?.pushes.close();
       return rm(home, { recursive: true, force: true });
     },
   };
