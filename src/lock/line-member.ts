@@ -12,6 +12,7 @@ import type { LockStore } from './lock-store.js';
 import {
   FAR_BACK_LOCKS,
   FRONT_SPARE,
+  KEPT_SESSIONS,
   backPollMs,
   earliest,
   goneAfterMs,
@@ -193,11 +194,12 @@ export class LineMember {
       const front = busy && this.ahead !== undefined && this.toFront() <= 0;
       // Far back where a look costs what a fetch does, each poll is a fetch (farPollMs).
       const far = !front && !this.store.looksAreCheap && this.toFront() >= FAR_BACK_LOCKS;
-      // Far back whatever is free (puts ahead only leave, so it does not flip back and forth),
-      // by the line fetched before its first look: no session held open (LockStore.unwatch).
+      // Beyond the first KEPT_SESSIONS in line (puts ahead only leave, so it does not flip back
+      // and forth), by the line fetched before its first look: no session held open
+      // (LockStore.unwatch).
       const known =
         this.ahead ?? entriesAhead(this.watch.present(this.store.syncedLine()), this.me);
-      const farBack = lockDemand(known) - FRONT_SPARE + 1 >= FAR_BACK_LOCKS;
+      const farBack = known.length >= KEPT_SESSIONS;
       if (farBack) this.store.unwatch();
       const wake = earliest(await this.wakeAt(), wait.wakeAt);
       let interval = front ? await this.frontPollInterval(tip) : await this.backPollInterval(far);

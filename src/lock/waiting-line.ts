@@ -155,6 +155,15 @@ export const BACK_SLOWDOWN_MAX = 10;
 export const FAR_BACK_LOCKS = 3;
 
 /**
+ * How many puts ahead of it a put in line has when it lets its kept session go (git://): the first
+ * this many in line keep theirs, so a pool's line holds at most this many of git daemon's
+ * connections (`--max-connections`, 32 by default, and a second's pause for any connection past
+ * it) however long it grows. A kept session answers "has the tip moved?" at no cost; a put that
+ * let it go makes a connection at each poll.
+ */
+export const KEPT_SESSIONS = 16;
+
+/**
  * The slowest a put far back polls where each poll is a fetch (times backSlowdown beyond
  * FAR_BACK_LOCKS): its own grace (goneAfterMs) less a second, almost twice slowestPollMs. A look
  * tells it only that the tip moved, and a put the line stalls on (the puts ahead of it gone)

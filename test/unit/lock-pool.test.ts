@@ -25,6 +25,7 @@ import type {
   ReclaimFacts,
 } from '../../src/lock/pool-state.js';
 import type { WaitingEntry } from '../../src/lock/line-entry.js';
+import { FAR_BACK_LOCKS, KEPT_SESSIONS } from '../../src/lock/waiting-line.js';
 
 const RETRY_DELAY_MS = 5_000;
 
@@ -1495,11 +1496,14 @@ describe('LockPool in the waiting line', () => {
     },
   );
 
-  it('far back over git://, lets the kept session go and asks it nothing until nearer', async () => {
-    const { store, pool, clock } = behindInLine(8, { retryDelayMs: 100 });
+  it.each([
+    [KEPT_SESSIONS + 4, 'lets its kept session go until fewer than KEPT_SESSIONS are ahead', true],
+    [8, 'keeps its kept session all along', false],
+  ])('over git://, with %i puts ahead, %s', async (puts, _, letGo) => {
+    const { store, pool, clock } = behindInLine(puts, { retryDelayMs: 100 });
     store.tipWatched = true;
-    // Each second the first in line is served, eight times; the ninth release is this put's.
-    handOverEachSecond(store, clock, 8);
+    // Each second the first in line is served; the release after the last is this put's.
+    handOverEachSecond(store, clock, puts);
     const ahead = () => store.line.filter((entry) => entry.token.startsWith('ahead')).length;
     const asked: number[] = [];
     const ask = store.tipNow.bind(store);
@@ -1515,13 +1519,18 @@ describe('LockPool in the waiting line', () => {
       handOver?.(index);
     };
     expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
-    // Let go as soon as it waits, before its first sleep: a burst of puts that all fetched on a
-    // session of their own holds them no longer than it takes to join the line.
     expect(beforeFirstSleep).toContain('join');
-    expect(beforeFirstSleep).toContain('unwatch');
-    // Only within FAR_BACK_LOCKS of the two next in line (four puts ahead, no lock free).
+    if (letGo) {
+      // Let go as soon as it waits, before its first sleep: a burst of puts that all fetched on
+      // a session of their own holds them no longer than it takes to join the line.
+      expect(beforeFirstSleep).toContain('unwatch');
+      expect(Math.max(...asked)).toBeLessThan(KEPT_SESSIONS);
+    } else {
+      // Within the first KEPT_SESSIONS it keeps it all along, and asks it far back too.
+      expect(store.log).not.toContain('unwatch');
+      expect(Math.max(...asked)).toBeGreaterThan(FAR_BACK_LOCKS);
+    }
     expect(asked.length).toBeGreaterThan(0);
-    expect(Math.max(...asked)).toBeLessThanOrEqual(4);
   });
 
   it.each([
