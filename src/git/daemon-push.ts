@@ -7,11 +7,14 @@
 //   relays to it (daemon-command.ts), the advertisement first (git reads it as it would have);
 // - where it moved, git does not start: the push is answered as git would answer it (`[rejected]
 //   (fetch first)`), and the connection is kept for the next push, shortly after. The put learns the
-//   new tip on its kept session, makes its commit again and, when the advertisement names that tip,
-//   pushes over the connection kept; a put that joins the waiting line instead joins over it. A
-//   race lost before the push reached the server then costs git daemon no connection of its own.
-// receive-pack checks each ref against the value the push sends when it updates it, so a push on a
-// kept connection whose branch moved again since is refused by the server as any lost race is.
+//   new tip on its kept session, makes its commit again and pushes over the connection kept; a put
+//   that joins the waiting line instead joins over it. A race lost before the push reached the
+//   server then costs git daemon no connection of its own.
+// receive-pack checks each ref against the value the push sends when it updates it (its old value,
+// which git takes from the advertisement), so the branch's line in a kept advertisement is made to
+// name the tip the put's commit was made on: more pushes may have landed since the advertisement,
+// as when two locks are released at once and two claims follow. Where the branch stands elsewhere
+// by then, the server refuses the push as it refuses any lost race.
 import type { Socket } from 'node:net';
 import type { KnownRef } from '../transport/kept-advertisements.js';
 import { advertisedRefs, isFlush, MAX_ANSWER_BYTES, packets, packetText } from './ls-refs.js';
@@ -39,9 +42,9 @@ export class DaemonPushes {
 
   /**
    * Runs git's push (`args` naming SOCKET_REMOTE) on `connect`'s connection, or on the one kept
-   * where its advertisement names the branch where the push expects it (`expected`, the branch
-   * the push moves, as the commit pushed was made on). Undefined, having started nothing, where
-   * no connection could be made.
+   * where its advertisement names the branch, told where the push expects it (`expected`, the
+   * branch the push moves, as the commit pushed was made on). Undefined, having started nothing,
+   * where no connection could be made.
    */
   async run(
     args: readonly string[],
@@ -49,7 +52,10 @@ export class DaemonPushes {
     expected: KnownRef,
     connect: () => Promise<Socket | undefined>,
   ): Promise<CommandResult | undefined> {
-    let advertised = this.take((refs) => refs.get(expected.ref) === expected.id);
+    // The branch may have moved since the kept connection's advertisement, to the tip the put
+    // has synced to since: git is told it stands there, and the server checks that it does.
+    let advertised = this.take((refs) => refs.has(expected.ref));
+    if (advertised) advertised = standingAt(advertised, expected);
     if (!advertised) {
       const socket = await connect();
       if (!socket) return undefined;
@@ -126,6 +132,43 @@ export class DaemonPushes {
     this.kept.socket.destroy();
     this.kept = undefined;
   }
+}
+
+/**
+ * `advertised` as if it named the branch at `expected.id`: its line rewritten, in what git reads
+ * first. Undefined, the connection let go, where that line cannot be found.
+ */
+function standingAt(advertised: Advertised, expected: KnownRef): Advertised | undefined {
+  const was = advertised.refs?.get(expected.ref);
+  if (was === expected.id) return advertised;
+  // `<id> <ref>`, the first line with a NUL and the capabilities after it.
+  const line = `${was} ${expected.ref}`;
+  const parts: Buffer[] = [];
+  let end = 0;
+  let found = false;
+  for (const packet of packets(advertised.read)) {
+    end += packet.length;
+    const text = packet.subarray(4).toString('latin1');
+    const named =
+      !found &&
+      was?.length === expected.id.length &&
+      text.startsWith(line) &&
+      '\0\n'.includes(text[line.length] ?? '\n');
+    if (named) {
+      found = true;
+      const id = Buffer.from(expected.id, 'latin1');
+      parts.push(Buffer.concat([packet.subarray(0, 4), id, packet.subarray(4 + id.length)]));
+    } else parts.push(packet);
+    if (isFlush(packet)) break;
+  }
+  if (!found) {
+    advertised.socket.destroy();
+    return undefined;
+  }
+  const refs = new Map(advertised.refs);
+  refs.set(expected.ref, expected.id);
+  const read = Buffer.concat([...parts, advertised.read.subarray(end)]);
+  return { socket: advertised.socket, read, refs };
 }
 
 /**

@@ -128,15 +128,46 @@ describe('a push to git daemon whose branch moved since the sync', () => {
     ]);
   });
 
-  it('takes a new connection when the tip the put synced is not the one the kept one advertised', async () => {
+  it('carries the next push made on a tip that landed after the kept advertisement', async () => {
+    await withCopy(async (copy) => {
+      const before = await loseRace(copy);
+
+      // Another build's push lands after the kept connection's advertisement, and the put makes
+      // its commit again on that.
+      await otherClone(repo).release('lock-b');
+      await claimAtTip(copy, 'lock-a');
+      expect(await copy.push()).toBe('pushed');
+      expect(receivePacks() - before).toBe(1);
+    });
+    expect(await repo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: ['lock-b'] });
+    expect((await repo.subjects()).slice(0, 3)).toEqual([
+      'claiming: lock-a',
+      'unclaiming: lock-b',
+      'claiming: lock-b',
+    ]);
+  });
+
+  it('is refused by the server when a push made on a tip seen after the advertisement is stale too', async () => {
     await withCopy(async (copy) => {
       const before = await loseRace(copy);
 
       await otherClone(repo).release('lock-b');
       await claimAtTip(copy, 'lock-a');
+      // And another after the put's sync: its commit's parent is no longer the tip.
+      await otherClone(repo).claim('lock-b');
+      expect(await copy.push()).toBe('rejected');
+      expect(receivePacks() - before).toBe(1);
+
+      await claimAtTip(copy, 'lock-a');
       expect(await copy.push()).toBe('pushed');
       expect(receivePacks() - before).toBe(2);
     });
-    expect(await repo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: ['lock-b'] });
+    expect(await repo.state('pool')).toEqual({ claimed: ['lock-a', 'lock-b'], unclaimed: [] });
+    expect((await repo.subjects()).slice(0, 4)).toEqual([
+      'claiming: lock-a',
+      'claiming: lock-b',
+      'unclaiming: lock-b',
+      'claiming: lock-b',
+    ]);
   });
 });
