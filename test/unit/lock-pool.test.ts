@@ -1144,6 +1144,48 @@ describe('LockPool in the waiting line', () => {
     expect(store.count('syncTo since')).toBeGreaterThanOrEqual(2);
   });
 
+  it('where the tip is watched, far back, a lock it saw free on its way to the put ahead sends it to the server no more', async () => {
+    const { store, pool, clock } = behindInLine(8, { retryDelayMs: 1_000 });
+    store.tipWatched = true;
+    // Each second lock-a is released, and 600 ms later the first in line claims it, eight times;
+    // the ninth release is this put's. Far back it polls every few seconds: some of its polls see
+    // the lock free, on its way to the put ahead.
+    const start = clock.time;
+    let released = 0;
+    let claimed = 0;
+    clock.onSleep = () => {
+      for (;;) {
+        if (released === claimed && clock.time >= start + 1_000 * (released + 1)) {
+          store.otherMoves('lock-a', 'unclaimed');
+          released++;
+        } else if (
+          released > claimed &&
+          claimed < 8 &&
+          clock.time >= start + 1_000 * released + 600
+        ) {
+          store.otherClaimsInLine('lock-a', store.line[0]!.token);
+          claimed++;
+        } else break;
+      }
+    };
+    // How many puts were ahead at each read of the line on the server, and whether a lock was free.
+    const reads: { ahead: number; free: boolean }[] = [];
+    for (const kind of ['look', 'sync'] as const) {
+      const ask = store[kind].bind(store) as () => Promise<never>;
+      store[kind] = () => {
+        const ahead = store.line.filter((entry) => entry.token.startsWith('ahead')).length;
+        reads.push({ ahead, free: store.remote.unclaimed.size > 0 });
+        return ask();
+      };
+    }
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+    // Far back (four puts or more ahead: FAR_BACK_LOCKS locks to go before the two next in line),
+    // only the first fetch, before it joined: every move of the tip fetched on the session, the
+    // line told by the claims among its commits, while the lock changed hands.
+    expect(reads.filter(({ ahead }) => ahead >= 4)).toEqual([{ ahead: 8, free: false }]);
+    expect(store.count('syncTo since')).toBeGreaterThanOrEqual(3);
+  });
+
   it('where the tip is watched, reads the line on the server once a lock stood free past a hand-over', async () => {
     // The put ahead leaves the line without a claim (timed out, stopped) as the lock is freed:
     // no commit tells it.
