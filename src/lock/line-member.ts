@@ -217,7 +217,7 @@ export class LineMember {
       let seen: WaitingEntry[];
       // First in line (nobody ahead to leave it), or the branch moved and the line can be told
       // without the server: the tip watched, fetched on the same session.
-      const inferred = watched !== tip && this.watch.infersLine(true);
+      const inferred = watched !== tip && this.watch.infersLine(far);
       const kept = watched !== undefined && (first || inferred);
       // Only the line read on the server shows that this put is still in it.
       const fresh = !kept;

@@ -141,20 +141,20 @@ export class LineWatch {
    * whose claims landed since (their pushes took them out of it: LockStore.syncTo's `since`),
    * instead of reading the line on the server. Not after a join that followed a lost race until
    * the put has read the line again (the puts it raced join too, some started before it), nor
-   * once a lock has stood free for longer than a hand-over takes (`moved`: when the put last read
-   * the pool): the puts ahead that leave it untaken may have left the line without a claim
+   * once a lock has stood free for longer than a hand-over takes (`atLastRead`: when the put last
+   * read the pool): the puts ahead that leave it untaken may have left the line without a claim
    * (stopped, timed out, killed), which only the server's line shows. A put that starts within a fetch of another may still stand ahead of it
    * unseen; they are served in the other order, and never both on one lock.
    */
-  infersLine(moved = false): boolean {
+  infersLine(atLastRead = false): boolean {
     if (!this.readSinceJoin) return false;
     if (this.freeSince.size === 0) return true;
     const handOver = pollMs(this.retryDelayMs) + FREE_INFERRED_MS;
-    // The branch moved since the free locks were read (`moved`): perhaps with their claims. How
-    // long they had stood free then tells, not how long ago that was: a put far back, polling
-    // every few seconds, would otherwise read the line on the server at almost every poll after
-    // one that saw a lock free on its way to the put ahead.
-    const at = moved ? (this.syncedAt ?? this.clock.now()) : this.clock.now();
+    // A put far back whose branch moved since it read the free locks, perhaps with their claims:
+    // polling every few seconds, it would otherwise read the line on the server at almost every
+    // poll after one that saw a lock on its way to the put ahead. The puts nearer the front, which
+    // poll often, judge a stall by the time until now.
+    const at = atLastRead ? (this.syncedAt ?? this.clock.now()) : this.clock.now();
     return at - this.earliestFree() < handOver;
   }
 
