@@ -50,8 +50,8 @@ export interface KeptSession {
    */
   pack(want: string, haves: readonly string[], signal?: AbortSignal): Promise<Buffer | undefined>;
   /**
-   * Lets the session go until the next question (a put far back in line: git daemon counts it
-   * against `--max-connections`, 32 by default, and pauses a second when it is reached).
+   * Lets the session go until the next question (a put behind the first 16 in line: git daemon
+   * counts it against `--max-connections`, 32 by default, and pauses a second when it is reached).
    */
   release(): void;
   close(): void;

@@ -54,7 +54,10 @@ export interface LockStore {
    * (over git://, on a session kept for the wait: git/daemon-session.ts); undefined where it cannot.
    */
   tipNow(): Promise<string | undefined>;
-  /** No tipNow for a while (a put far back): lets go of what answers it, a connection. */
+  /**
+   * No tipNow for a while (a put behind the first KEPT_SESSIONS in line): lets go of what answers
+   * it, a connection.
+   */
   unwatch(): void;
   /**
    * When `commit` (a tip synced in this run) was committed (ms, to the second; its committer's
