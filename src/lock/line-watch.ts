@@ -143,8 +143,9 @@ export class LineWatch {
    * the put has read the line again (the puts it raced join too, some started before it), nor
    * once a lock has stood free for longer than a hand-over takes (`atLastRead`: when the put last
    * read the pool): the puts ahead that leave it untaken may have left the line without a claim
-   * (stopped, timed out, killed), which only the server's line shows. A put that starts within a fetch of another may still stand ahead of it
-   * unseen; they are served in the other order, and never both on one lock.
+   * (stopped, timed out, killed), which only the server's line shows. A put that starts within a
+   * fetch of another may still stand ahead of it unseen; they are served in the other order, and
+   * never both on one lock.
    */
   infersLine(atLastRead = false): boolean {
     if (!this.readSinceJoin) return false;
