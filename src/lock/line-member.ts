@@ -199,13 +199,13 @@ export class LineMember {
       // (LockStore.unwatch).
       const known =
         this.ahead ?? entriesAhead(this.watch.present(this.store.syncedLine()), this.me);
-      const farBack = known.length >= KEPT_SESSIONS;
-      if (farBack) this.store.unwatch();
+      const sessionLetGo = known.length >= KEPT_SESSIONS;
+      if (sessionLetGo) this.store.unwatch();
       const wake = earliest(await this.wakeAt(), wait.wakeAt);
       let interval = front ? await this.frontPollInterval(tip) : await this.backPollInterval(far);
       if (wake !== undefined) interval = Math.min(interval, wake - this.clock.now());
       await wait.pause(interval);
-      const watched = this.placeSaid && !farBack ? await this.store.tipNow() : undefined;
+      const watched = this.placeSaid && !sessionLetGo ? await this.store.tipNow() : undefined;
       const first = front && this.ahead?.length === 0;
       // The branch still at the tip: nobody can have been served while no lock is free, and a
       // lock free for a put ahead may still be on its way to it (LineWatch.infersLine).
