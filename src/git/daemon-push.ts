@@ -141,26 +141,23 @@ export class DaemonPushes {
 function standingAt(advertised: Advertised, expected: KnownRef): Advertised | undefined {
   const was = advertised.refs?.get(expected.ref);
   if (was === expected.id) return advertised;
+  const id = Buffer.from(expected.id, 'latin1');
   // `<id> <ref>`, the first line with a NUL and the capabilities after it.
   const line = `${was} ${expected.ref}`;
   const parts: Buffer[] = [];
   let end = 0;
   let found = false;
-  for (const packet of packets(advertised.read)) {
-    end += packet.length;
-    const text = packet.subarray(4).toString('latin1');
-    const named =
-      !found &&
-      was?.length === expected.id.length &&
-      text.startsWith(line) &&
-      '\0\n'.includes(text[line.length] ?? '\n');
-    if (named) {
-      found = true;
-      const id = Buffer.from(expected.id, 'latin1');
-      parts.push(Buffer.concat([packet.subarray(0, 4), id, packet.subarray(4 + id.length)]));
-    } else parts.push(packet);
-    if (isFlush(packet)) break;
-  }
+  // Rewritten in place: an id of another length would be another object format.
+  if (was?.length === id.length)
+    for (const packet of packets(advertised.read)) {
+      end += packet.length;
+      const text = packet.subarray(4).toString('latin1');
+      if (!found && text.startsWith(line) && '\0\n'.includes(text[line.length] ?? '\n')) {
+        found = true;
+        parts.push(Buffer.concat([packet.subarray(0, 4), id, packet.subarray(4 + id.length)]));
+      } else parts.push(packet);
+      if (isFlush(packet)) break;
+    }
   if (!found) {
     advertised.socket.destroy();
     return undefined;
