@@ -198,7 +198,9 @@ describe('the SSH program', () => {
           branch: repo.branch,
           pool: 'pool',
           private_key: key.privateKey,
-          retry_delay: '200ms',
+          // Ten retry_delays without a move make the pool quiet, and the front then looks
+          // instead of fetching: 10 s of fetches to catch one in, on a loaded machine too.
+          retry_delay: '1s',
         },
         params: { acquire: true },
       },
