@@ -163,13 +163,7 @@ export class BranchCopy {
     reach: Reach,
     options: { refspecs?: readonly string[]; signal?: AbortSignal } = {},
   ): Promise<RemoteRef[]> {
-    // A first fetch brings the whole tree: as loose objects (git's choice below 100) that is a
-    // file and often a folder each, which the run then spends as long removing as git writing.
-    // Later fetches bring a commit's few objects: loose, so that a long wait adds no pack a poll.
-    const config: (readonly [string, string])[] = [];
-    if (this.options.scratch) config.push(...NO_SYNC);
-    if (this.options.scratch && this.fetchedTip === undefined)
-      config.push(['fetch.unpackLimit', '1']);
+    const config = this.fetchConfig();
     await this.branchMustExist(
       () =>
         this.run(
@@ -253,10 +247,23 @@ export class BranchCopy {
   private async fetchTip(from: string, id: string, reach: Reach, signal?: AbortSignal) {
     await this.run(this.fetchArgs(reach, [`+${id}:${this.trackingRef}`], from), {
       signal,
-      config: this.options.scratch ? NO_SYNC : [],
+      config: this.fetchConfig(),
     });
     this.fetchedTip = id;
     this.knownDepth = typeof reach === 'number' ? reach : undefined;
+  }
+
+  /**
+   * git's settings for a fetch into the copy. A first fetch brings the whole tree: as loose
+   * objects (git's choice below 100) that is a file and often a folder each, which the run then
+   * spends as long removing as git writing (from the server, or from the put's own copy into the
+   * holders' copy). Later fetches bring a commit's few objects: loose, so that a long wait adds
+   * no pack a poll.
+   */
+  private fetchConfig(): (readonly [string, string])[] {
+    if (!this.options.scratch) return [];
+    if (this.fetchedTip !== undefined) return [...NO_SYNC];
+    return [...NO_SYNC, ['fetch.unpackLimit', '1']];
   }
 
   /** `git fetch` of `refspecs` from the lock repository (or `from`), as far as `reach` says. */

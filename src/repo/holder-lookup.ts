@@ -65,6 +65,8 @@ export function holderLookup(
     maxDepth: PROGRESS_MAX_DEPTH,
     fetchById,
     local,
+    // In the run's private home: it goes with the run.
+    scratch: true,
   });
   return new HolderLookup(holders, signal, Math.min(LOOKUP_BUDGET_MS, waitTimeoutMs ?? Infinity));
 }

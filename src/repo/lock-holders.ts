@@ -70,6 +70,8 @@ export interface LockHoldersOptions {
    * since its first fetch (undefined elsewhere): a tip it holds is fetched from it (see refresh).
    */
   local?: () => { gitDir: string; tip: string | undefined } | undefined;
+  /** The copy goes with the run (see BranchCopyOptions.scratch). */
+  scratch?: boolean;
 }
 
 /** First fetch depth, then the deepening steps: most locks in use were taken recently. */
@@ -96,6 +98,7 @@ export class LockHolders {
         branch: options.branch,
         gitDir: options.gitDir,
         byId: options.fetchById,
+        scratch: options.scratch,
       });
   }
 
