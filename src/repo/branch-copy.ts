@@ -10,6 +10,7 @@ import type { Git, GitRunOptions } from '../git/git.js';
 import type { KeptSession } from '../git/daemon-session.js';
 import { unpack, writeLooseObjects, type PackedObject } from '../git/pack-objects.js';
 import { readRef, writeRef } from '../git/refs.js';
+import type { FetchedObjects } from './fetched-objects.js';
 import { parseFetchHead, parseLsRemote, parseShallow, type RemoteRef } from './git-output.js';
 
 export interface BranchCopyOptions {
@@ -26,6 +27,8 @@ export interface BranchCopyOptions {
   byId?: FetchById;
   /** A git:// repository's kept session, where fetches go when it can take them. */
   session?: KeptSession;
+  /** Where the commits and trees fetched on the session are kept parsed. */
+  fetched?: FetchedObjects;
 }
 
 /**
@@ -237,6 +240,7 @@ export class BranchCopy {
       return false;
     }
     await writeLooseObjects(gitDir, objects);
+    this.options.fetched?.learn(objects);
     await writeRef(gitDir, this.trackingRef, id);
     this.fetchedTip = id;
     this.knownDepth = undefined;

@@ -62,12 +62,17 @@ export interface PoolEntries {
 
 /** `git ls-tree -r -t -z <commit> -- <pool>/` read as the pool's locks. */
 export function poolEntries(out: string, pool: string): PoolEntries {
+  return poolEntriesOf(parseTree(out), pool);
+}
+
+/** The same, from its rows read already (`parseTree`, or FetchedObjects.poolTree). */
+export function poolEntriesOf(entries: readonly TreeEntry[], pool: string): PoolEntries {
   const claimed = new Set<string>();
   const unclaimed = new Set<string>();
   const irregular = new Map<string, string>();
   const folders = new Set<string>();
   const byPath = new Map<string, TreeEntry>();
-  for (const entry of parseTree(out)) {
+  for (const entry of entries) {
     byPath.set(entry.path, entry);
     if (entry.path === `${pool}/claimed` || entry.path === `${pool}/unclaimed`) {
       if (entry.type === 'tree') folders.add(entry.path);

@@ -26,7 +26,8 @@ import type { LockMetadata } from '../base/lock-match.js';
 import { LockFiles } from './lock-files.js';
 import type { WaitingEntry } from '../lock/line-entry.js';
 import { LineRefs } from './line-refs.js';
-import { claimsBetween } from './line-claims.js';
+import { claimsBetween, lineTokenOf } from './line-claims.js';
+import { FetchedObjects } from './fetched-objects.js';
 import { BranchCopy, type FetchById, type Reach } from './branch-copy.js';
 import { BranchPush } from './branch-push.js';
 import { SyncedHistory } from './synced-history.js';
@@ -38,7 +39,8 @@ import {
   isRegularFile,
   lockFileChange,
   parseMarks,
-  poolEntries,
+  parseTree,
+  poolEntriesOf,
   type TreeEntry,
 } from './git-output.js';
 
@@ -78,6 +80,8 @@ const ATTEMPT_REF = 'refs/pool-resource/attempt';
 
 export class LockRepository {
   private readonly copy: BranchCopy;
+  /** What the copy fetched on the kept session, parsed: read without git where it serves. */
+  private readonly fetched = new FetchedObjects();
   private initialised = false;
   /** The pool's entries at `tip`, by path (from the last `pool()`). */
   private entries = new Map<string, TreeEntry>();
@@ -108,6 +112,7 @@ export class LockRepository {
       scratch: true, // the run's private folder holds it (see LockRepositoryOptions.workdir)
       byId: options.fetchById,
       session: options.session,
+      fetched: this.fetched,
     });
     this.claimReader = new ClaimReader(git, options, this.copy);
     this.line = new LineRefs(this.copy, options);
@@ -175,11 +180,18 @@ export class LockRepository {
     const reach = this.laterReach;
     const byId = this.initialised && (!since || reach === 'since');
     if (!byId || !(await this.copy.fetchCommit(tip, reach))) return this.sync();
-    const claimed = await claimsBetween((args) => this.run(args), since, tip);
+    const claimed = await this.claimsBetween(since, tip);
     if (!claimed) return this.sync();
     this.fetchedLine = this.options.line ? line.filter(({ token }) => !claimed.has(token)) : [];
     this.lineInferred = since !== undefined;
     return this.startAttempt();
+  }
+
+  /** The line tokens of the claims after `since` up to `tip` (see claimsBetween). */
+  private async claimsBetween(since: string | undefined, tip: string) {
+    const kept = since === undefined ? undefined : this.fetched.claimTokens(since, tip);
+    if (!kept) return claimsBetween((args) => this.run(args), since, tip);
+    return new Set(kept.map(lineTokenOf).filter((token) => token !== ''));
   }
 
   /** See LockStore.syncAfterLostRace: the tip asked on the kept session, fetched on it. */
@@ -233,6 +245,8 @@ export class LockRepository {
 
   /** When `commit`, a tip this copy has synced, was committed: its committer time, to the second. */
   async commitTime(commit: string): Promise<number | undefined> {
+    const kept = this.fetched.commitTime(commit);
+    if (kept !== undefined) return kept;
     const out = await this.run(['show', '--no-patch', '--format=%ct', commit]);
     const seconds = Number(out.trim());
     return Number.isSafeInteger(seconds) && seconds > 0 ? seconds * 1000 : undefined;
@@ -261,8 +275,13 @@ export class LockRepository {
   /** The pool as it is at the synced tip; refuses when the pool's folders are missing. */
   async pool(): Promise<PoolState> {
     const { pool, branch } = this.options;
-    const out = await this.run(['ls-tree', '-r', '-t', '-z', this.synced(), '--', `${pool}/`]);
-    const { claimed, unclaimed, irregular, exists, byPath } = poolEntries(out, pool);
+    let entries = this.fetched.poolTree(this.synced(), pool);
+    if (!entries) {
+      const out = await this.run(['ls-tree', '-r', '-t', '-z', this.synced(), '--', `${pool}/`]);
+      entries = parseTree(out);
+      this.fetched.learnListing(entries, pool);
+    }
+    const { claimed, unclaimed, irregular, exists, byPath } = poolEntriesOf(entries, pool);
     this.entries = byPath;
     if (!exists)
       throw await missingPoolError((args) => this.run(args), this.synced(), pool, branch);

@@ -1,0 +1,231 @@
+// The commits and trees a put fetched on its kept git:// session (BranchCopy writes them from the
+// pack it read, pack-objects.ts), kept parsed: a put waiting in line reads the pool's locks, its
+// tip's commit time and the claims since its last tip at every move it fetches, a git process
+// each (ls-tree, show, log) that waits its turn for the CPU on a busy worker. What these lack (a
+// tip git fetched, a folder no fetch on the session brought) git reads as before, and the folders
+// it lists are kept too. An object's id names its bytes: nothing kept here is ever stale.
+import type { PackedObject } from '../git/pack-objects.js';
+import type { TreeEntry } from './git-output.js';
+
+/** One entry of a tree: what `ls-tree` prints of it, with its name for its path. */
+interface TreeChild {
+  mode: string;
+  type: string;
+  id: string;
+  name: string;
+}
+
+interface ParsedCommit {
+  parents: string[];
+  tree: string;
+  /** The committer time, in ms (to the second, as `%ct`). */
+  committedAt: number;
+  /** The `Claim-Token` trailers' values; undefined where git's own reading is needed. */
+  claimTokens: string[] | undefined;
+}
+
+/**
+ * How many of each are kept: the newest, by when they came. A put reads the tip it fetched last
+ * and the commits since the one before; a pool of a thousand locks has folders of a thousand
+ * entries each.
+ */
+const KEPT_COMMITS = 256;
+const KEPT_TREES = 64;
+
+/** A walk of the commits between two tips goes no further: git reads a longer one. */
+const WALK_LIMIT = 1024;
+
+export class FetchedObjects {
+  private readonly commits = new Map<string, ParsedCommit>();
+  private readonly trees = new Map<string, TreeChild[]>();
+  /** Folders above the pool that ls-tree listed: the one entry on the way to it, by their id. */
+  private readonly onTheWay = new Map<string, TreeChild>();
+
+  /** Keeps the commits and trees among `objects` (a pack fetched on the session). */
+  learn(objects: readonly PackedObject[]): void {
+    for (const object of objects) {
+      if (object.type === 'commit') {
+        const commit = parseCommit(object.data);
+        if (commit) keep(this.commits, object.id, commit, KEPT_COMMITS);
+      } else if (object.type === 'tree') {
+        const children = parseTreeObject(object.data);
+        if (children) keep(this.trees, object.id, children, KEPT_TREES);
+      }
+    }
+  }
+
+  /**
+   * Keeps the folders `ls-tree -r -t <commit> -- <pool>/` listed (`entries`): the pool's and each
+   * below it, whole; of each folder above it, the entry on the way (ls-tree lists no other).
+   */
+  learnListing(entries: readonly TreeEntry[], pool: string): void {
+    const listed = new Map<string, TreeChild[]>();
+    const above = new Map<string, string>();
+    for (const entry of entries) {
+      if (entry.type !== 'tree') continue;
+      if (entry.path === pool || entry.path.startsWith(`${pool}/`)) listed.set(entry.path, []);
+      else above.set(entry.path, entry.id);
+    }
+    for (const entry of entries) {
+      const slash = entry.path.lastIndexOf('/');
+      if (slash < 0) continue;
+      const child = { ...entry, name: entry.path.slice(slash + 1) };
+      const parent = entry.path.slice(0, slash);
+      listed.get(parent)?.push(child);
+      const parentId = above.get(parent);
+      if (parentId) keep(this.onTheWay, parentId, child, KEPT_TREES);
+    }
+    for (const entry of entries) {
+      const children = listed.get(entry.path);
+      if (children && entry.type === 'tree') keep(this.trees, entry.id, children, KEPT_TREES);
+    }
+  }
+
+  /**
+   * What `ls-tree -r -t -z <tip> -- <pool>/` prints, read into entries, where every tree on the
+   * way is kept here; undefined otherwise (and where the pool is not a folder at `tip`).
+   */
+  poolTree(tip: string, pool: string): TreeEntry[] | undefined {
+    const commit = this.commits.get(tip);
+    if (!commit) return undefined;
+    const entries: TreeEntry[] = [];
+    let id = commit.tree;
+    let path = '';
+    for (const name of pool.split('/')) {
+      const way = this.onTheWay.get(id);
+      const child =
+        this.trees.get(id)?.find((entry) => entry.name === name) ??
+        (way?.name === name ? way : undefined);
+      if (child?.type !== 'tree') return undefined;
+      path = path === '' ? name : `${path}/${name}`;
+      entries.push({ mode: child.mode, type: child.type, id: child.id, path });
+      id = child.id;
+    }
+    return this.listBelow(id, path, entries) ? entries : undefined;
+  }
+
+  /** Adds every entry below the tree `id` at `path` to `entries`, trees first; false where one is not kept. */
+  private listBelow(id: string, path: string, entries: TreeEntry[]): boolean {
+    const children = this.trees.get(id);
+    if (!children) return false;
+    for (const child of children) {
+      const below = `${path}/${child.name}`;
+      entries.push({ mode: child.mode, type: child.type, id: child.id, path: below });
+      if (child.type === 'tree' && !this.listBelow(child.id, below, entries)) return false;
+    }
+    return true;
+  }
+
+  /** When `commit` was committed (`%ct`, in ms), where it is kept. */
+  commitTime(commit: string): number | undefined {
+    return this.commits.get(commit)?.committedAt;
+  }
+
+  /**
+   * The `Claim-Token` values of the commits after `from` up to `to`, where `to` reaches `from`
+   * through kept commits of one parent each; undefined otherwise (git's log reads them).
+   */
+  claimTokens(from: string, to: string): string[] | undefined {
+    const tokens: string[] = [];
+    let id = to;
+    for (let walked = 0; id !== from; walked++) {
+      const commit = this.commits.get(id);
+      if (!commit || commit.parents.length !== 1 || !commit.claimTokens || walked >= WALK_LIMIT)
+        return undefined;
+      tokens.push(...commit.claimTokens);
+      id = commit.parents[0]!;
+    }
+    return tokens;
+  }
+}
+
+/** Sets `key`, the newest, and lets the oldest go beyond `limit`. */
+function keep<T>(map: Map<string, T>, key: string, value: T, limit: number): void {
+  map.delete(key);
+  map.set(key, value);
+  if (map.size > limit) map.delete(map.keys().next().value!);
+}
+
+/**
+ * A tree object (git's Documentation/gitformat-index.txt has the entry layout): per entry its
+ * mode in octal, a space, its name, a NUL and its id's bytes. Undefined where it is cut short.
+ */
+function parseTreeObject(data: Buffer): TreeChild[] | undefined {
+  const children: TreeChild[] = [];
+  let at = 0;
+  while (at < data.length) {
+    const space = data.indexOf(0x20, at);
+    const nul = data.indexOf(0, space + 1);
+    if (space < 0 || nul < 0 || nul + 21 > data.length) return undefined;
+    const mode = data.toString('latin1', at, space).padStart(6, '0');
+    children.push({
+      mode,
+      type: mode === '040000' ? 'tree' : mode === '160000' ? 'commit' : 'blob',
+      id: data.toString('hex', nul + 1, nul + 21),
+      name: data.toString('utf8', space + 1, nul),
+    });
+    at = nul + 21;
+  }
+  return children;
+}
+
+/** A commit object's parents, tree, committer time and Claim-Token trailers. */
+function parseCommit(data: Buffer): ParsedCommit | undefined {
+  const text = data.toString('utf8');
+  const end = text.indexOf('\n\n');
+  const headers = (end < 0 ? text : text.slice(0, end)).split('\n');
+  const parents: string[] = [];
+  let tree: string | undefined;
+  let committedAt: number | undefined;
+  let encoded = false;
+  for (const header of headers) {
+    if (header.startsWith('tree ')) tree = header.slice(5);
+    else if (header.startsWith('parent ')) parents.push(header.slice(7));
+    else if (header.startsWith('encoding ')) encoded = true;
+    else if (header.startsWith('committer ')) {
+      const seconds = Number(header.split(' ').at(-2));
+      if (Number.isSafeInteger(seconds) && seconds > 0) committedAt = seconds * 1000;
+    }
+  }
+  if (!tree || committedAt === undefined) return undefined;
+  // git re-encodes a message in another encoding: its log reads those.
+  const message = end < 0 ? '' : text.slice(end + 2);
+  return { parents, tree, committedAt, claimTokens: encoded ? undefined : claimTokens(message) };
+}
+
+/** A trailer line: a key of letters, digits and dashes, then its colon (git's trailer.c). */
+const TRAILER = /^[A-Za-z0-9-]+[ \t]*:/;
+const CLAIM_TOKEN = /^claim-token[ \t]*:/i;
+
+/**
+ * The values `%(trailers:key=Claim-Token,valueonly,unfold)` prints for `message`: from its last
+ * paragraph past the subject, where every line of it is a trailer or continues one. Undefined
+ * where git's reading may differ from that (a paragraph of other lines too, which git may still
+ * take for trailers, a patch or comment line, a carriage return): git's log reads those.
+ */
+export function claimTokens(message: string): string[] | undefined {
+  if (!/claim-token/i.test(message)) return [];
+  if (message.includes('\r') || /^(---|#)/m.test(message)) return undefined;
+  const paragraphs = message
+    .split(/\n[ \t]*\n/)
+    .map((paragraph) => paragraph.replace(/^\n+|\s+$/g, ''))
+    .filter((paragraph) => paragraph !== '');
+  const last = paragraphs.at(-1);
+  if (paragraphs.length < 2 || last === undefined) return undefined;
+  const tokens: string[] = [];
+  /** The Claim-Token being read, its continuation lines too (unfolded with a space). */
+  let current: string[] | undefined;
+  for (const [index, line] of last.split('\n').entries()) {
+    if (/^[ \t]/.test(line)) {
+      // A first line that continues nothing is no trailer.
+      if (index === 0) return undefined;
+      current?.push(line.trim());
+      continue;
+    }
+    if (!TRAILER.test(line)) return undefined;
+    if (current) tokens.push(current.join(' '));
+    current = CLAIM_TOKEN.test(line) ? [line.slice(line.indexOf(':') + 1).trim()] : undefined;
+  }
+  if (current) tokens.push(current.join(' '));
+  return tokens;
+}
