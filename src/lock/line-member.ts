@@ -13,6 +13,8 @@ import {
   FAR_BACK_LOCKS,
   FRONT_SPARE,
   KEPT_SESSIONS,
+  POLL_FLOOR_MS,
+  WATCHED_BUSY_MS,
   backPollMs,
   earliest,
   goneAfterMs,
@@ -67,6 +69,8 @@ export class LineMember {
   private refused = false;
   /** Whether the place in line has been said on stderr. */
   private placeSaid = false;
+  /** Whether the last poll read the tip on the put's kept session (LockStore.tipNow). */
+  private watching = false;
   /** What the put last waited for when no lock was free (see LockPool.attempt). */
   private waitingFor: { reason: string; wanted: string[] } | undefined;
   /** Entries ahead of this put at the last look (undefined before the first). */
@@ -206,6 +210,7 @@ export class LineMember {
       if (wake !== undefined) interval = Math.min(interval, wake - this.clock.now());
       await wait.pause(interval);
       const watched = this.placeSaid && !sessionLetGo ? await this.store.tipNow() : undefined;
+      this.watching = watched !== undefined;
       const first = front && this.ahead?.length === 0;
       // The branch still at the tip: nobody can have been served while no lock is free, and a
       // lock free for a put ahead may still be on its way to it (LineWatch.infersLine).
@@ -280,7 +285,11 @@ export class LineMember {
   private frontPollInterval(tip: string): Promise<number> {
     // How many locks must be released before this put is served.
     const needed = lockDemand(this.ahead ?? []) - this.free + (this.me.count ?? 1);
-    return this.forecast.pollInterval(tip, needed, this.claimedLocks);
+    // A poll on the kept session that finds the branch where it was is one request on a
+    // connection open already: while the branch moves, the front polls at the floor.
+    const watchedBusy = this.watching && this.clock.now() - this.watch.movedAt < WATCHED_BUSY_MS;
+    const fast = watchedBusy ? POLL_FLOOR_MS : undefined;
+    return this.forecast.pollInterval(tip, needed, this.claimedLocks, fast);
   }
 
   /** How long a put further back waits before its next poll (backPollMs; `far`: a fetch). */

@@ -32,9 +32,15 @@ export class ReleaseForecast {
    * (releasePlausibleAt), retry_delay at most before that, or farPollMs where the next release
    * serves a put ahead of it (`needed` over one). Only a stall on that put, gone, needs it sooner,
    * and one poll sees the free lock in time to take the put out after its grace (goneAfterMs).
+   * `fastMs`, where given, stands for frontPollMs (WATCHED_BUSY_MS).
    */
-  async pollInterval(tip: string, needed: number, claimed: readonly string[]): Promise<number> {
-    const fast = frontPollMs(this.retryDelayMs);
+  async pollInterval(
+    tip: string,
+    needed: number,
+    claimed: readonly string[],
+    fastMs?: number,
+  ): Promise<number> {
+    const fast = fastMs ?? frontPollMs(this.retryDelayMs);
     if (needed <= 0) return fast;
     const history = await this.historyAt(tip);
     const plausible = history && releasePlausibleAt(history, claimed, this.retryDelayMs, needed);

@@ -30,6 +30,15 @@ export function frontPollMs(retryDelayMs: number): number {
 }
 
 /**
+ * How long after the branch last moved a put near the front that reads the tip on its kept
+ * session (git://, line-member.ts) polls every POLL_FLOOR_MS rather than frontPollMs, whatever
+ * its retry_delay: such a poll that finds the branch where it was is an `ls-refs` on a connection
+ * open already, no connection and no process on the server, and a release is then seen within
+ * 100 ms. Past this, in a pool whose locks are held for longer, it polls at frontPollMs again.
+ */
+export const WATCHED_BUSY_MS = 10_000;
+
+/**
  * When enough releases of the `claimed` locks to serve a put become plausible (`needed`: how many
  * locks must be released before it is served), from what the branch's recent commits tell
  * (HoldHistory): each lock's claim plus the shortest hold seen, less one front poll, so that the

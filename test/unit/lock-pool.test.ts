@@ -25,7 +25,12 @@ import type {
   ReclaimFacts,
 } from '../../src/lock/pool-state.js';
 import type { WaitingEntry } from '../../src/lock/line-entry.js';
-import { FAR_BACK_LOCKS, KEPT_SESSIONS } from '../../src/lock/waiting-line.js';
+import {
+  FAR_BACK_LOCKS,
+  KEPT_SESSIONS,
+  POLL_FLOOR_MS,
+  WATCHED_BUSY_MS,
+} from '../../src/lock/waiting-line.js';
 
 const RETRY_DELAY_MS = 5_000;
 
@@ -1215,11 +1220,13 @@ describe('LockPool in the waiting line', () => {
     const { pool } = setup(store, { lineToken: 'me' });
     expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
     expect(store.log).toContain('leave ghost');
-    // The watch alone while the lock may be on its way to the put ahead (a poll at retry_delay
-    // and a second: six at the front's pace); from then on each poll fetched as well.
+    // The watch alone while the lock may be on its way to the put ahead (a retry_delay and a
+    // second, at the watched front's pace after the first poll); from then on each poll fetched
+    // as well.
     const polls = store.log.filter((entry) => ['tipNow', 'sync'].includes(entry)).slice(1);
     const fetched = polls.indexOf('sync');
-    expect(polls.slice(0, fetched - 1)).toEqual(Array<string>(6).fill('tipNow'));
+    const watchOnly = (RETRY_DELAY_MS + 1_000 - FRONT_POLL_MS / 2) / POLL_FLOOR_MS;
+    expect(polls.slice(0, fetched - 1)).toEqual(Array<string>(watchOnly).fill('tipNow'));
     expect(polls.slice(fetched - 1).join(' ')).toMatch(/^(tipNow sync ?)+$/);
   });
 
@@ -1243,6 +1250,29 @@ describe('LockPool in the waiting line', () => {
       at += ms;
     }
     expect(clock.sleeps.at(-1)).toBe(RETRY_DELAY_MS);
+  });
+
+  it('at the front, watching the tip on its session, polls at the floor while the branch moved lately', async () => {
+    const store = new FakeStore(['lock-a'], []);
+    store.tipWatched = true;
+    const { pool, clock } = setup(store, { lineToken: 'me' });
+    // The holder keeps lock-a for 30 s.
+    clock.onSleep = () => {
+      if (clock.time >= 1_000_000 + 30_000 && store.remote.claimed.has('lock-a'))
+        store.otherMoves('lock-a', 'unclaimed');
+    };
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+    // Every 100 ms for WATCHED_BUSY_MS after the start (no move seen yet), at the front's pace
+    // from then on; the release, 30 s in, is seen within one of those polls.
+    let at = clock.sleeps[0]!;
+    for (const ms of clock.sleeps.slice(1)) {
+      expect(ms, `the poll after ${at} ms`).toBe(
+        at < WATCHED_BUSY_MS ? POLL_FLOOR_MS : FRONT_POLL_MS,
+      );
+      at += ms;
+    }
+    expect(clock.sleeps.length).toBeGreaterThan(WATCHED_BUSY_MS / POLL_FLOOR_MS);
+    expect(clock.time - 1_000_000 - 30_000).toBeLessThanOrEqual(FRONT_POLL_MS);
   });
 
   it('at the front, polls at retry_delay until a release is plausible after the holds seen, then fast', async () => {
