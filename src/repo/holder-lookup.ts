@@ -56,6 +56,7 @@ export function holderLookup(
   waitTimeoutMs: number | undefined,
   fetchById: FetchById,
   local?: LockHoldersOptions['local'],
+  poolAt?: LockHoldersOptions['poolAt'],
 ): HolderLookup {
   const holders = new LockHolders(git, {
     uri: source.uri,
@@ -65,6 +66,7 @@ export function holderLookup(
     maxDepth: PROGRESS_MAX_DEPTH,
     fetchById,
     local,
+    poolAt,
     // In the run's private home: it goes with the run.
     scratch: true,
   });

@@ -21,7 +21,9 @@ import {
   NOT_A_LOCK_NAME,
   isRegularFile,
   parseHolderLog,
-  poolEntries,
+  parseTree,
+  poolEntriesOf,
+  type TreeEntry,
 } from './git-output.js';
 
 export interface LockRecord {
@@ -72,6 +74,11 @@ export interface LockHoldersOptions {
   local?: () => { gitDir: string; tip: string | undefined } | undefined;
   /** The copy goes with the run (see BranchCopyOptions.scratch). */
   scratch?: boolean;
+  /**
+   * The pool at a tip as the put's own copy has it read already (LockRepository.poolRead), what
+   * `ls-tree` would print of it; undefined where it has not.
+   */
+  poolAt?: (tip: string) => readonly TreeEntry[] | undefined;
 }
 
 /** First fetch depth, then the deepening steps: most locks in use were taken recently. */
@@ -151,8 +158,10 @@ export class LockHolders {
   async locks(signal?: AbortSignal): Promise<PoolEntry[]> {
     const { pool } = this.options;
     const tip = this.copy.tip;
-    const out = await this.run(['ls-tree', '-r', '-t', '-z', tip, '--', `${pool}/`], signal);
-    const { claimed, unclaimed, irregular, exists, byPath } = poolEntries(out, pool);
+    const entries =
+      this.options.poolAt?.(tip) ??
+      parseTree(await this.run(['ls-tree', '-r', '-t', '-z', tip, '--', `${pool}/`], signal));
+    const { claimed, unclaimed, irregular, exists, byPath } = poolEntriesOf(entries, pool);
     if (!exists)
       throw await missingPoolError(
         (args) => this.run(args, signal),

@@ -288,6 +288,11 @@ export class LockRepository {
     return { claimed, unclaimed, irregular };
   }
 
+  /** The pool at `tip` where the copy has it read already (FetchedObjects), else undefined. */
+  poolRead(tip: string): TreeEntry[] | undefined {
+    return this.fetched.poolTree(tip, this.options.pool);
+  }
+
   /** The lock files of `names` as the last `pool()` listed them (see LockFiles). */
   async metadata(names: readonly string[]): Promise<Map<string, LockMetadata>> {
     const ids = new Map<string, string>();

@@ -84,6 +84,7 @@ export async function runLockOperation(
         fetchById,
         // Where the put's copy keeps every commit it fetched, the holders are read from it.
         () => repository.keptCopy,
+        (tip) => repository.poolRead(tip),
       ),
     ),
     {

@@ -141,6 +141,39 @@ describe('git over the run’s own connections to git daemon', () => {
     for (const args of holders) expect(args.at(-2)).toMatch(/\/repository$/);
   });
 
+  it('a put in line reads the pool, and its holders, at each tip fetched on its session without git', async () => {
+    const first = await otherClone(repo).claim('lock-a');
+    const waiting = startScript(
+      'out',
+      {
+        source: source(repo, { uri: daemon.url(repo.bare), retry_delay: '200ms' }),
+        params: { acquire: true },
+      },
+      { args: [await buildFolder()], env: env() },
+    );
+    await waiting.waitForStderr(/waiting in line/, 20_000);
+    // Two moves that free nothing (a claimed lock added each time), then the release.
+    for (const name of ['lock-b', 'lock-c']) {
+      await repo.commit(`adding claimed: ${name}`, (work) =>
+        writeFile(join(work, 'pool', 'claimed', name), 'added\n'),
+      );
+      await waiting.waitForStderr(new RegExp(`"${name}" held by`), 20_000);
+    }
+    await otherClone(repo).release('lock-a');
+    const result = await waiting.done;
+    expect(result.code, result.stderr).toBe(0);
+    expect(JSON.parse(result.stdout).version.ref).not.toBe(first);
+    // git listed the pool at the tip its own fetch brought, and nowhere after: the tips fetched
+    // on the session were read from what came (the waiting line named each new holder).
+    const commands = await shim.commands();
+    const listed = commands.filter(([name]) => name === 'ls-tree').map((args) => args.at(-3));
+    expect(listed.length).toBeGreaterThan(0);
+    expect(new Set(listed)).toEqual(new Set([first]));
+    expect(commands.filter(([name]) => name === 'show')).toEqual([]);
+    const claimLogs = commands.filter((args) => args.some((arg) => arg.includes('Claim-Token')));
+    expect(claimLogs).toEqual([]);
+  });
+
   it('names the git:// uri, never the socket, in what git says', async () => {
     await protectBranch(repo);
     const url = daemon.url(repo.bare);
