@@ -10,6 +10,8 @@
 import { OperationError } from '../base/errors.js';
 import type { Git, GitRunOptions } from '../git/git.js';
 import type { PushOutcome } from '../git/push-outcome.js';
+import { writeLooseObjects } from '../git/pack-objects.js';
+import type { GitIdentity } from '../git/environment.js';
 import {
   lockPath,
   type Change,
@@ -27,7 +29,7 @@ import { LockFiles } from './lock-files.js';
 import type { WaitingEntry } from '../lock/line-entry.js';
 import { LineRefs } from './line-refs.js';
 import { claimsBetween, lineTokenOf } from './line-claims.js';
-import { FetchedObjects } from './fetched-objects.js';
+import { FetchedObjects, commitsOfMoves, type MovesCommit } from './fetched-objects.js';
 import { BranchCopy, type FetchById, type Reach } from './branch-copy.js';
 import { BranchPush } from './branch-push.js';
 import { SyncedHistory } from './synced-history.js';
@@ -337,6 +339,14 @@ export class LockRepository {
     if (staged.length === 0 || staged.length !== messages.length)
       throw new Error(`${staged.length} changes staged for ${messages.length} commit messages`);
     const identity = await this.git.identity();
+    const built = this.movesBuilt(messages, identity);
+    if (built) {
+      await writeLooseObjects(this.options.workdir, built);
+      const ids = built.filter(({ type }) => type === 'commit').map(({ id }) => id);
+      this.committed = ids.at(-1);
+      this.staged = [];
+      return ids;
+    }
     const input = fastImportCommits({
       ref: ATTEMPT_REF,
       ...identity,
@@ -365,6 +375,29 @@ export class LockRepository {
     this.committed = ids.at(-1);
     this.staged = [];
     return ids;
+  }
+
+  /**
+   * The staged changes as commit objects built here, where each only moves lock files (a claim, a
+   * release) and the folders they touch are kept read (FetchedObjects: a tip fetched on the kept
+   * session); undefined otherwise, for fast-import. A put in line claims on such a tip, and
+   * fast-import is a process that waits for the CPU on a busy worker, between a release seen and
+   * the claim pushed.
+   */
+  private movesBuilt(messages: readonly string[], identity: GitIdentity) {
+    const { pool } = this.options;
+    const commits: MovesCommit[] = [];
+    for (const [index, { change }] of this.staged.entries()) {
+      if (change.kind !== 'move' && change.kind !== 'none') return undefined;
+      const moves: [string, string][] =
+        change.kind === 'move'
+          ? [[lockPath(pool, change.from, change.name), lockPath(pool, change.to, change.name)]]
+          : [];
+      commits.push({ moves, message: messages[index]! });
+    }
+    const when = gitDate(new Date());
+    const parent = this.committed ?? this.synced();
+    return commitsOfMoves(this.fetched, parent, commits, { ...identity, when });
   }
 
   /**
@@ -419,4 +452,13 @@ export class LockRepository {
     if (refs) [this.fetchedLine, this.lineInferred] = [this.line.entries(refs), false];
     return refs !== undefined;
   }
+}
+
+/** A date as a commit object writes it: seconds since the epoch and the local zone's offset. */
+function gitDate(date: Date): string {
+  const offset = -date.getTimezoneOffset();
+  const minutes = Math.abs(offset);
+  const two = (value: number) => String(value).padStart(2, '0');
+  const zone = `${offset < 0 ? '-' : '+'}${two(Math.floor(minutes / 60))}${two(minutes % 60)}`;
+  return `${Math.floor(date.getTime() / 1000)} ${zone}`;
 }

@@ -141,7 +141,7 @@ describe('git over the run’s own connections to git daemon', () => {
     for (const args of holders) expect(args.at(-2)).toMatch(/\/repository$/);
   });
 
-  it('a put in line reads the pool, and its holders, at each tip fetched on its session without git', async () => {
+  it('a put in line reads the pool and its holders at each tip fetched on its session, and commits its claim there, without git', async () => {
     const first = await otherClone(repo).claim('lock-a');
     const waiting = startScript(
       'out',
@@ -172,6 +172,18 @@ describe('git over the run’s own connections to git daemon', () => {
     expect(commands.filter(([name]) => name === 'show')).toEqual([]);
     const claimLogs = commands.filter((args) => args.some((arg) => arg.includes('Claim-Token')));
     expect(claimLogs).toEqual([]);
+    // The claim's commit was written by the run, on the released tip: git only pushed it.
+    expect(commands.filter(([name]) => name === 'fast-import')).toEqual([]);
+    const claims = commands.filter(
+      ([name, ...args]) =>
+        name === 'push' && args.some((arg) => arg.endsWith(':refs/heads/master')),
+    );
+    expect(claims).toHaveLength(1);
+    expect(await repo.state('pool')).toEqual({
+      claimed: ['lock-a', 'lock-b', 'lock-c'],
+      unclaimed: [],
+    });
+    await git(repo.bare, 'fsck', '--strict', '--no-dangling');
   });
 
   it('names the git:// uri, never the socket, in what git says', async () => {

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { unpack } from '../../src/git/pack-objects.js';
-import { FetchedObjects, claimTokens } from '../../src/repo/fetched-objects.js';
+import { FetchedObjects, claimTokens, commitsOfMoves } from '../../src/repo/fetched-objects.js';
 import { parseTree } from '../../src/repo/git-output.js';
 import { claimsBetween } from '../../src/repo/line-claims.js';
 import { GIT_TEST_ENV } from '../helpers/lock-repo.js';
@@ -16,7 +16,8 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const git = (args: string[], input?: Buffer) =>
   execFileSync('git', args, { cwd: dir, env: GIT_TEST_ENV, input, maxBuffer: 1 << 26 });
-const text = (args: string[]) => git(args).toString('utf8');
+const text = (args: string[], input?: string) =>
+  git(args, input === undefined ? undefined : Buffer.from(input)).toString('utf8');
 
 git(['init', '--quiet', '-b', 'master']);
 const POOL = 'envs/aws';
@@ -46,7 +47,8 @@ const listed = (tip: string) =>
   parseTree(text(['ls-tree', '-r', '-t', '-z', tip, '--', `${POOL}/`]));
 
 const claimMessage = (token: string) =>
-  `claiming: lock-a\n\nBuild URL: https://ci/builds/1\n\nClaim-Token: ${token}\nClaimed-At: 2026-12-04T10:00:00Z\n`;
+  `claiming: lock-a\n\nBuild URL: https://ci/builds/1\n\n` +
+  `Claim-Token: ${token}\nClaimed-At: 2026-12-04T10:00:00Z\n`;
 
 const first = commit(
   {
@@ -55,6 +57,9 @@ const first = commit(
     [`${POOL}/unclaimed/lock-a`]: 'a\n',
     [`${POOL}/unclaimed/lock-b`]: 'b\n',
     'envs/other/unclaimed/x': 'x\n',
+    // Beside the folder "envs", names that sort before and after it as git sorts a tree.
+    'envs-x': 'x\n',
+    'envs.txt': 'x\n',
     'README.md': 'locks\n',
   },
   'adding locks',
@@ -159,5 +164,88 @@ describe('claimTokens', () => {
     ['with carriage returns', 'claiming: a\r\n\r\nClaim-Token: aa\r\n'],
   ])('leaves git to read it %s', (_, message) => {
     expect(claimTokens(message)).toBeUndefined();
+  });
+});
+
+describe('commitsOfMoves', () => {
+  const identity = {
+    author: 'A U Thor <author@example.com>',
+    committer: 'C O Mitter <committer@example.com>',
+    when: '1796400000 +0130',
+  };
+  const released = (name: string) =>
+    [`${POOL}/claimed/${name}`, `${POOL}/unclaimed/${name}`] as const;
+
+  /** The commits fast-import writes for the same moves on `parent`, with the same dates. */
+  function fastImported(
+    parent: string,
+    commits: { moves: (readonly [string, string])[]; message: string }[],
+  ) {
+    const ident = (who: string) => `${who} ${identity.when}`;
+    const stream = commits
+      .map(({ moves, message }, index) => {
+        const body = Buffer.from(message);
+        return (
+          `commit refs/heads/imported\nmark :${index + 1}\n` +
+          `author ${ident(identity.author)}\ncommitter ${ident(identity.committer)}\n` +
+          `data ${body.length}\n${message}\nfrom ${index === 0 ? parent : `:${index}`}\n` +
+          moves.map(([from, to]) => `R ${from} ${to}\n`).join('') +
+          '\n'
+        );
+      })
+      .join('');
+    const marks = commits.map((_, index) => `get-mark :${index + 1}\n`).join('');
+    return text(
+      ['fast-import', '--quiet', '--force', '--done', '--date-format=raw'],
+      `${stream}${marks}done\n`,
+    )
+      .trim()
+      .split('\n');
+  }
+
+  it('writes the commits fast-import writes, byte for byte, one on top of the other', () => {
+    const fetched = new FetchedObjects();
+    fetched.learn(objectsSince(claimB));
+    const commits = [
+      { moves: [released('lock-a')], message: 'unclaiming: lock-a\n' },
+      { moves: [released('lock-b')], message: 'unclaiming: lock-b\n\nClaim-Token: x\n' },
+    ];
+    const objects = commitsOfMoves(fetched, claimB, commits, identity)!;
+    const ids = objects.filter(({ type }) => type === 'commit').map(({ id }) => id);
+    expect(ids).toEqual(fastImported(claimB, commits));
+    // Each object is what git has under its id, and the new tip's pool reads as git's.
+    for (const { id, type, data } of objects)
+      expect(git(['cat-file', type, id]).equals(data)).toBe(true);
+    expect(fetched.poolTree(ids[1]!, POOL)).toEqual(listed(ids[1]!));
+  });
+
+  it('replaces a file at the new path, as fast-import does', () => {
+    const fetched = new FetchedObjects();
+    fetched.learn(objectsSince(claimB));
+    const commits = [
+      {
+        moves: [[`${POOL}/claimed/lock-a`, `${POOL}/claimed/lock-b`] as const],
+        message: 'moving\n',
+      },
+    ];
+    const [id] = fastImported(claimB, commits);
+    expect(commitsOfMoves(fetched, claimB, commits, identity)!.at(-1)!.id).toBe(id);
+  });
+
+  it('leaves to fast-import what it cannot build from what is kept', () => {
+    const fetched = new FetchedObjects();
+    fetched.learn(objectsSince(other, claimA));
+    // other's root is kept, not the folders below it.
+    expect(
+      commitsOfMoves(fetched, other, [{ moves: [released('lock-a')], message: 'm' }], identity),
+    ).toBeUndefined();
+    fetched.learn(objectsSince(claimB));
+    const moving = (from: string, to: string) =>
+      commitsOfMoves(fetched, claimB, [{ moves: [[from, to]], message: 'm' }], identity);
+    expect(moving(`${POOL}/claimed/lock-z`, `${POOL}/unclaimed/lock-z`)).toBeUndefined();
+    expect(moving(`${POOL}/claimed/lock-a`, `${POOL}/gone/lock-a`)).toBeUndefined();
+    expect(moving(`${POOL}/claimed/lock-a`, `${POOL}/claimed`)).toBeUndefined();
+    expect(moving(`${POOL}/claimed`, `${POOL}/elsewhere`)).toBeUndefined();
+    expect(commitsOfMoves(fetched, '0'.repeat(40), [], identity)).toBeUndefined();
   });
 });
