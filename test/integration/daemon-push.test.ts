@@ -3,6 +3,7 @@
 // git, and the connection it came on carries the put's next push. Against a real git daemon on
 // 127.0.0.1; the other builds' pushes go to the bare repository itself, past the daemon.
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { daemonSession } from '../../src/git/daemon-session.js';
 import { createGitEnvironment } from '../../src/git/environment.js';
@@ -29,6 +30,19 @@ afterEach(async () => {
 
 /** The pushes' connections git daemon served. */
 const receivePacks = () => (daemon.log().match(/Request receive-pack /g) ?? []).length;
+
+/**
+ * The pushes' connections git daemon served since `before` was counted, once `expected` of them
+ * are in its log or 2 s have passed, and then 200 ms more. git daemon's child writes its log line
+ * as it starts, which may reach the log after the put has been answered: read at once, a
+ * connection could go uncounted.
+ */
+async function receivePacksSince(before: number, expected: number): Promise<number> {
+  const until = Date.now() + 2_000;
+  while (receivePacks() - before < expected && Date.now() < until) await sleep(20);
+  await sleep(200);
+  return receivePacks() - before;
+}
 
 /** Runs `body` with a put's copy of the pool, its git and its kept session as `out` sets them up. */
 async function withCopy(body: (copy: LockRepository) => Promise<void>): Promise<void> {
@@ -78,11 +92,11 @@ describe('a push to git daemon whose branch moved since the sync', () => {
   it('loses its race without git, and the next push goes over the same connection', async () => {
     await withCopy(async (copy) => {
       const before = await loseRace(copy);
-      expect(receivePacks() - before).toBe(1);
+      expect(await receivePacksSince(before, 1)).toBe(1);
 
       await claimAtTip(copy, 'lock-a');
       expect(await copy.push()).toBe('pushed');
-      expect(receivePacks() - before).toBe(1);
+      expect(await receivePacksSince(before, 1)).toBe(1);
     });
     expect(await repo.state('pool')).toEqual({ claimed: ['lock-a', 'lock-b'], unclaimed: [] });
     expect((await repo.subjects()).slice(0, 2)).toEqual(['claiming: lock-a', 'claiming: lock-b']);
@@ -96,11 +110,11 @@ describe('a push to git daemon whose branch moved since the sync', () => {
       // Another build's push lands after the kept connection's advertisement.
       await otherClone(repo).release('lock-b');
       expect(await copy.push()).toBe('rejected');
-      expect(receivePacks() - before).toBe(1);
+      expect(await receivePacksSince(before, 1)).toBe(1);
 
       await claimAtTip(copy, 'lock-a');
       expect(await copy.push()).toBe('pushed');
-      expect(receivePacks() - before).toBe(2);
+      expect(await receivePacksSince(before, 2)).toBe(2);
     });
     expect(await repo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: ['lock-b'] });
     expect((await repo.subjects()).slice(0, 3)).toEqual([
@@ -117,10 +131,10 @@ describe('a push to git daemon whose branch moved since the sync', () => {
       await copy.sync();
       const entry = { since: Date.now(), retryDelayMs: 1_000, token: 'a1b2c3' };
       expect(await copy.join(entry)).toBe(true);
-      expect(receivePacks() - before).toBe(1);
+      expect(await receivePacksSince(before, 1)).toBe(1);
       // Moving an entry that exists takes a connection of its own.
       expect(await copy.join(entry)).toBe(true);
-      expect(receivePacks() - before).toBe(2);
+      expect(await receivePacksSince(before, 2)).toBe(2);
     });
     const line = await git(repo.bare, 'for-each-ref', '--format=%(refname)', 'refs/pool-resource');
     expect(line.trim().split('\n')).toEqual([
@@ -137,7 +151,7 @@ describe('a push to git daemon whose branch moved since the sync', () => {
       await otherClone(repo).release('lock-b');
       await claimAtTip(copy, 'lock-a');
       expect(await copy.push()).toBe('pushed');
-      expect(receivePacks() - before).toBe(1);
+      expect(await receivePacksSince(before, 1)).toBe(1);
     });
     expect(await repo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: ['lock-b'] });
     expect((await repo.subjects()).slice(0, 3)).toEqual([
@@ -156,11 +170,11 @@ describe('a push to git daemon whose branch moved since the sync', () => {
       // And another after the put's sync: its commit's parent is no longer the tip.
       await otherClone(repo).claim('lock-b');
       expect(await copy.push()).toBe('rejected');
-      expect(receivePacks() - before).toBe(1);
+      expect(await receivePacksSince(before, 1)).toBe(1);
 
       await claimAtTip(copy, 'lock-a');
       expect(await copy.push()).toBe('pushed');
-      expect(receivePacks() - before).toBe(2);
+      expect(await receivePacksSince(before, 2)).toBe(2);
     });
     expect(await repo.state('pool')).toEqual({ claimed: ['lock-a', 'lock-b'], unclaimed: [] });
     expect((await repo.subjects()).slice(0, 4)).toEqual([
