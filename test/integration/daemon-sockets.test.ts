@@ -78,6 +78,20 @@ async function withRunGit(
   }
 }
 
+/** An acquire over git daemon (retry_delay 200ms) once it waits in line. */
+async function waitingInLine() {
+  const waiting = startScript(
+    'out',
+    {
+      source: source(repo, { uri: daemon.url(repo.bare), retry_delay: '200ms' }),
+      params: { acquire: true },
+    },
+    { args: [await buildFolder()], env: env() },
+  );
+  await waiting.waitForStderr(/waiting in line/, 20_000);
+  return waiting;
+}
+
 describe('git over the run’s own connections to git daemon', () => {
   it('an acquire, its get and the release fetch and push on a socket of the run', async () => {
     const url = daemon.url(repo.bare);
@@ -113,15 +127,7 @@ describe('git over the run’s own connections to git daemon', () => {
 
   it('a put that waits asks only for the commits since its last fetch, and reads the holders there', async () => {
     await otherClone(repo).claim('lock-a');
-    const waiting = startScript(
-      'out',
-      {
-        source: source(repo, { uri: daemon.url(repo.bare), retry_delay: '200ms' }),
-        params: { acquire: true },
-      },
-      { args: [await buildFolder()], env: env() },
-    );
-    await waiting.waitForStderr(/waiting in line/, 20_000);
+    const waiting = await waitingInLine();
     await otherClone(repo).release('lock-a');
     const result = await waiting.done;
     expect(result.code, result.stderr).toBe(0);
@@ -143,15 +149,7 @@ describe('git over the run’s own connections to git daemon', () => {
 
   it('a put in line reads the pool and its holders at each tip fetched on its session, and commits its claim there, without git', async () => {
     const first = await otherClone(repo).claim('lock-a');
-    const waiting = startScript(
-      'out',
-      {
-        source: source(repo, { uri: daemon.url(repo.bare), retry_delay: '200ms' }),
-        params: { acquire: true },
-      },
-      { args: [await buildFolder()], env: env() },
-    );
-    await waiting.waitForStderr(/waiting in line/, 20_000);
+    const waiting = await waitingInLine();
     // Two moves that free nothing (a claimed lock added each time), then the release.
     for (const name of ['lock-b', 'lock-c']) {
       await repo.commit(`adding claimed: ${name}`, (work) =>
