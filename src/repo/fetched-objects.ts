@@ -157,8 +157,8 @@ export class FetchedObjects {
 }
 
 /**
- * A folder being changed for a commit (FetchedObjects.commits): its entries, and the folders
- * below it opened on the way to a change.
+ * A folder being changed for a commit (commitsOfMoves): its entries, and the folders below it
+ * opened on the way to a change.
  */
 interface OpenFolder {
   children: Map<string, TreeChild>;
@@ -237,12 +237,15 @@ function folderAt(
   return folder;
 }
 
-/** Takes the file at `path` out of its folder; undefined where there is none. */
+/**
+ * Takes the file at `path` out of its folder; undefined where there is none, or where that
+ * leaves the folder empty (fast-import drops such a folder, and the folders it empties in turn).
+ */
 function takeAt(fetched: FetchedObjects, top: OpenFolder, path: readonly string[]) {
   const folder = folderAt(fetched, top, path.slice(0, -1));
   const name = path.at(-1)!;
   const child = folder?.children.get(name);
-  if (!folder || !child || child.type === 'tree') return undefined;
+  if (!folder || !child || child.type === 'tree' || folder.children.size === 1) return undefined;
   folder.children.delete(name);
   return child;
 }

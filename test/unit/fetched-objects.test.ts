@@ -246,6 +246,8 @@ describe('commitsOfMoves', () => {
     expect(moving(`${POOL}/claimed/lock-a`, `${POOL}/gone/lock-a`)).toBeUndefined();
     expect(moving(`${POOL}/claimed/lock-a`, `${POOL}/claimed`)).toBeUndefined();
     expect(moving(`${POOL}/claimed`, `${POOL}/elsewhere`)).toBeUndefined();
+    // The last file of envs/other/unclaimed: fast-import would drop the folders it empties.
+    expect(moving('envs/other/unclaimed/x', `${POOL}/unclaimed/x`)).toBeUndefined();
     expect(commitsOfMoves(fetched, '0'.repeat(40), [], identity)).toBeUndefined();
   });
 });
