@@ -29,7 +29,8 @@ import { LockFiles } from './lock-files.js';
 import type { WaitingEntry } from '../lock/line-entry.js';
 import { LineRefs } from './line-refs.js';
 import { claimsBetween, lineTokenOf } from './line-claims.js';
-import { FetchedObjects, commitsOfMoves, type MovesCommit } from './fetched-objects.js';
+import { FetchedObjects } from './fetched-objects.js';
+import { commitsOfMoves, gitDate, movesOf } from './moved-commits.js';
 import { BranchCopy, type FetchById, type Reach } from './branch-copy.js';
 import { BranchPush } from './branch-push.js';
 import { SyncedHistory } from './synced-history.js';
@@ -277,7 +278,7 @@ export class LockRepository {
   /** The pool as it is at the synced tip; refuses when the pool's folders are missing. */
   async pool(): Promise<PoolState> {
     const { pool, branch } = this.options;
-    let entries = this.fetched.poolTree(this.synced(), pool);
+    let entries = this.poolRead(this.synced());
     if (!entries) {
       const out = await this.run(['ls-tree', '-r', '-t', '-z', this.synced(), '--', `${pool}/`]);
       entries = parseTree(out);
@@ -378,26 +379,18 @@ export class LockRepository {
   }
 
   /**
-   * The staged changes as commit objects built here, where each only moves lock files (a claim, a
-   * release) and the folders they touch are kept read (FetchedObjects: a tip fetched on the kept
-   * session); undefined otherwise, for fast-import. A put in line claims on such a tip, and
-   * fast-import is a process that waits for the CPU on a busy worker, between a release seen and
-   * the claim pushed.
+   * The staged changes as commits built by the run (moved-commits.ts), where each only moves lock
+   * files (a claim, a release) and the folders they touch are kept read; undefined otherwise.
    */
   private movesBuilt(messages: readonly string[], identity: GitIdentity) {
-    const { pool } = this.options;
-    const commits: MovesCommit[] = [];
-    for (const [index, { change }] of this.staged.entries()) {
-      if (change.kind !== 'move' && change.kind !== 'none') return undefined;
-      const moves: [string, string][] =
-        change.kind === 'move'
-          ? [[lockPath(pool, change.from, change.name), lockPath(pool, change.to, change.name)]]
-          : [];
-      commits.push({ moves, message: messages[index]! });
-    }
-    const when = gitDate(new Date());
+    const commits = movesOf(
+      this.options.pool,
+      this.staged.map(({ change }) => change),
+      messages,
+    );
     const parent = this.committed ?? this.synced();
-    return commitsOfMoves(this.fetched, parent, commits, { ...identity, when });
+    const when = gitDate(new Date());
+    return commits && commitsOfMoves(this.fetched, parent, commits, { ...identity, when });
   }
 
   /**
@@ -452,13 +445,4 @@ export class LockRepository {
     if (refs) [this.fetchedLine, this.lineInferred] = [this.line.entries(refs), false];
     return refs !== undefined;
   }
-}
-
-/** A date as a commit object writes it: seconds since the epoch and the local zone's offset. */
-function gitDate(date: Date): string {
-  const offset = -date.getTimezoneOffset();
-  const minutes = Math.abs(offset);
-  const two = (value: number) => String(value).padStart(2, '0');
-  const zone = `${offset < 0 ? '-' : '+'}${two(Math.floor(minutes / 60))}${two(minutes % 60)}`;
-  return `${Math.floor(date.getTime() / 1000)} ${zone}`;
 }

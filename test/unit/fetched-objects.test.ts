@@ -1,12 +1,14 @@
-// The commits and trees a put fetched on its session, read without git (repo/fetched-objects.ts):
-// each answer checked against git's own on a real repository, from packs git's pack-objects made.
+// The commits and trees a put fetched on its session, read and written without git
+// (repo/fetched-objects.ts, repo/moved-commits.ts): each answer checked against git's own on a real
+// repository, from packs git's pack-objects made.
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { unpack } from '../../src/git/pack-objects.js';
-import { FetchedObjects, claimTokens, commitsOfMoves } from '../../src/repo/fetched-objects.js';
+import { FetchedObjects, claimTokens } from '../../src/repo/fetched-objects.js';
+import { commitsOfMoves } from '../../src/repo/moved-commits.js';
 import { parseTree } from '../../src/repo/git-output.js';
 import { claimsBetween } from '../../src/repo/line-claims.js';
 import { GIT_TEST_ENV } from '../helpers/lock-repo.js';
