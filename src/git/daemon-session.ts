@@ -31,13 +31,13 @@ import {
 } from './fd-command.js';
 import { lsRefsRequest } from './ls-refs.js';
 import { PktSession } from './pkt-session.js';
-import { packOf, packRequest } from './session-pack.js';
+import { packOf, packRequest, type PackSource } from './session-pack.js';
 
 /** A session lost this many times (a server that ends idle connections) ends the watch. */
 const MAX_SESSIONS = 3;
 
 /** A put's kept session with a git:// lock repository. */
-export interface KeptSession {
+export interface KeptSession extends PackSource {
   /** False once it has ended, for the run (a fetch then makes a connection of its own). */
   readonly usable: boolean;
   /** The branch tip as the server has it now; undefined once the session cannot tell. */

@@ -13,6 +13,10 @@
 // Only where the run has a relay. Anything unexpected (a refused login, an answer that is not an
 // advertisement, a certificate Node does not trust) ends the looks for the run; the caller asks
 // git instead, which reports the problem in its own words.
+//
+// A tip a look saw move is fetched the same way: one v2 `fetch` request on the connection, its
+// pack written by the run (session-pack.ts), where git's fetch starts four processes. A request
+// that fails, or an answer the run cannot read, leaves that to git for the rest of the run.
 import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 import { isV2 } from '../transport/http-messages.js';
 import type { HttpRelay } from '../transport/http-relay.js';
@@ -24,6 +28,7 @@ import {
   parseLsRefs,
   type AdvertisedRef,
 } from './ls-refs.js';
+import { packOf, packRequest, type PackSource } from './session-pack.js';
 
 const ADVERTISEMENT = {
   path: '/info/refs?service=git-upload-pack',
@@ -48,8 +53,10 @@ export function httpRefsFor(
  * The refs, asked again and again over the relay's connection. Once a request fails the looks
  * stay failed (`usable` false) and the caller asks git from then on.
  */
-export class HttpRefs {
+export class HttpRefs implements PackSource {
   private failed = false;
+  /** Whether a pack asked here failed: git fetches from then on. */
+  private packsFailed = false;
   /**
    * How the server is asked, known after the first look: `ls-refs` (protocol v2, in the
    * repository's object format) or the whole advertisement (v0).
@@ -64,8 +71,43 @@ export class HttpRefs {
 
   readonly cheaperThanFetch = true;
 
+  readonly packs: PackSource = this;
+
   get usable(): boolean {
     return !this.failed && !this.signal.aborted && this.relay.usable;
+  }
+
+  /**
+   * The pack of what `want` has beyond `haves`: once a look found the server speaks protocol v2
+   * in SHA-1 (pack-objects.ts reads those alone), until a pack failed.
+   */
+  async pack(
+    want: string,
+    haves: readonly string[],
+    signal?: AbortSignal,
+  ): Promise<Buffer | undefined> {
+    const protocol = this.protocol;
+    if (!this.usable || this.packsFailed || protocol?.version !== 2) return undefined;
+    if ((protocol.objectFormat ?? 'sha1') !== 'sha1') return undefined;
+    try {
+      const answer = await this.request(
+        'POST',
+        UPLOAD_PACK,
+        {
+          'git-protocol': 'version=2',
+          'content-type': 'application/x-git-upload-pack-request',
+          accept: UPLOAD_PACK.type,
+        },
+        packRequest(want, haves),
+        true,
+        signal,
+      );
+      return packOf(answer);
+    } catch {
+      // Stopped: the caller sees its own signal. Anything else is git's to meet and report.
+      if (!signal?.aborted && !this.signal.aborted) this.packsFailed = true;
+      return undefined;
+    }
   }
 
   /** No more looks (the connection is the relay's: it closes with the run). */
@@ -127,6 +169,7 @@ export class HttpRefs {
     headers: OutgoingHttpHeaders = {},
     body?: Buffer,
     again = true,
+    signal?: AbortSignal,
   ): Promise<Buffer> {
     const req = await this.relay.request(
       method,
@@ -138,7 +181,10 @@ export class HttpRefs {
         ...headers,
         ...(body ? { 'content-length': body.length } : {}),
       },
-      { signal: this.signal, timeout: this.settings.gitTimeoutMs },
+      {
+        signal: signal ? AbortSignal.any([this.signal, signal]) : this.signal,
+        timeout: this.settings.gitTimeoutMs,
+      },
     );
     return new Promise((resolve, reject) => {
       let answered = false;
@@ -154,7 +200,7 @@ export class HttpRefs {
         let size = 0;
         res.on('data', (chunk: Buffer) => {
           size += chunk.length;
-          if (size > MAX_ANSWER_BYTES) req.destroy(new Error('advertisement too large'));
+          if (size > MAX_ANSWER_BYTES) req.destroy(new Error('answer too large'));
           else chunks.push(chunk);
         });
         res.on('end', () => resolve(Buffer.concat(chunks)));
@@ -163,7 +209,7 @@ export class HttpRefs {
       req.on('timeout', () => req.destroy(new Error('timed out')));
       req.on('error', (error) => {
         if (again && !answered && req.reusedSocket && this.usable)
-          this.request(method, expected, headers, body, false).then(resolve, reject);
+          this.request(method, expected, headers, body, false, signal).then(resolve, reject);
         else reject(error);
       });
       req.end(body);

@@ -8,6 +8,7 @@ import type { Git } from './git.js';
 import { daemonRefsFor } from './daemon-refs.js';
 import { httpRefsFor } from './http-refs.js';
 import type { AdvertisedRef } from './ls-refs.js';
+import type { PackSource } from './session-pack.js';
 import { sshRefsFor } from './ssh-refs.js';
 
 export interface KeptRefs {
@@ -22,6 +23,11 @@ export interface KeptRefs {
   readonly cheaperThanFetch: boolean;
   /** The refs whose names start with one of `prefixes`. */
   listRefs(prefixes: readonly string[]): Promise<AdvertisedRef[]>;
+  /**
+   * Where a commit's pack is asked on the same kept connection, without git (over HTTP(S): one
+   * request); undefined where the transport has none.
+   */
+  readonly packs?: PackSource;
   close(): void;
 }
 

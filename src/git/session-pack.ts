@@ -1,8 +1,20 @@
-// A protocol v2 `fetch` the run asks itself on its kept git:// session (daemon-session.ts): the
-// objects one commit has beyond the copy's tip, as a pack (pack-objects.ts writes its objects).
-// git's own fetch of the same commit starts four processes (fetch, remote-fd, unpack-objects and
-// the rev-list of its connectivity check); a put waiting in line fetches at every move.
+// A protocol v2 `fetch` the run asks itself, on its kept git:// session (daemon-session.ts) or as
+// one request on the kept HTTP(S) connection (http-refs.ts): the objects one commit has beyond the
+// copy's tip, as a pack (pack-objects.ts writes its objects). git's own fetch of the same commit
+// starts four processes (fetch, remote-fd or remote-http, unpack-objects and the rev-list of its
+// connectivity check); a put waiting in line fetches at every move.
 import { isFlush, packetText, packets, pktLine } from './ls-refs.js';
+
+/** Where the run asks for a commit's pack itself. */
+export interface PackSource {
+  /** False once it cannot ask any more (git fetches then). */
+  readonly usable: boolean;
+  /**
+   * The pack of what commit `want` has beyond `haves` (a SHA-1 repository's), or undefined where
+   * it cannot be had so (git fetches then).
+   */
+  pack(want: string, haves: readonly string[], signal?: AbortSignal): Promise<Buffer | undefined>;
+}
 
 /**
  * The request for the objects of `want` that `haves` lack (a SHA-1 repository's): one pack, no

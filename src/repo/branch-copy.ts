@@ -9,6 +9,7 @@ import { displayUri } from '../base/logger.js';
 import type { Git, GitRunOptions } from '../git/git.js';
 import type { KeptSession } from '../git/daemon-session.js';
 import { unpack, writeLooseObjects, type PackedObject } from '../git/pack-objects.js';
+import type { PackSource } from '../git/session-pack.js';
 import { readRef, writeRef } from '../git/refs.js';
 import type { FetchedObjects } from './fetched-objects.js';
 import { parseFetchHead, parseLsRemote, parseShallow, type RemoteRef } from './git-output.js';
@@ -27,6 +28,8 @@ export interface BranchCopyOptions {
   byId?: FetchById;
   /** A git:// repository's kept session, where fetches go when it can take them. */
   session?: KeptSession;
+  /** Over HTTP(S), the kept connection a commit's pack is asked on (git/http-refs.ts). */
+  packs?: PackSource;
   /** Where the commits and trees fetched on the session are kept parsed. */
   fetched?: FetchedObjects;
 }
@@ -201,7 +204,7 @@ export class BranchCopy {
     // A kept session takes any commit by its id (daemon-session.ts).
     const kept = session?.usable ?? false;
     if (!byId?.usable && !kept) return false;
-    if (kept && reach === 'since' && (await this.unpackFromSession(id, signal))) return true;
+    if (reach === 'since' && (await this.unpackFromSession(id, signal))) return true;
     try {
       await this.fetchTip(this.options.uri, id, reach, signal);
     } catch (error) {
@@ -222,15 +225,16 @@ export class BranchCopy {
   }
 
   /**
-   * Brings the commits since the tip fetched last up to `id`, asked on the kept session and
-   * written here (pack-objects.ts): no process, where git's fetch starts four (session-pack.ts).
-   * False where the session cannot tell (the caller fetches with git).
+   * Brings the commits since the tip fetched last up to `id`, asked on the kept session (or the
+   * kept HTTP(S) connection) and written here (pack-objects.ts): no process, where git's fetch
+   * starts four (session-pack.ts). False where it cannot tell (the caller fetches with git).
    */
   private async unpackFromSession(id: string, signal?: AbortSignal): Promise<boolean> {
-    const { session, gitDir } = this.options;
+    const { session, packs, gitDir } = this.options;
     const since = this.fetchedTip;
-    if (!session || since === undefined) return false;
-    const pack = await session.pack(id, [since], signal);
+    const source = session?.usable ? session : packs?.usable ? packs : undefined;
+    if (!source || since === undefined) return false;
+    const pack = await source.pack(id, [since], signal);
     if (!pack) return false;
     let objects: PackedObject[];
     try {

@@ -115,6 +115,7 @@ export class LockRepository {
       scratch: true, // the run's private folder holds it (see LockRepositoryOptions.workdir)
       byId: options.fetchById,
       session: options.session,
+      packs: options.refs?.packs,
       fetched: this.fetched,
     });
     this.claimReader = new ClaimReader(git, options, this.copy);
@@ -207,11 +208,13 @@ export class LockRepository {
   }
 
   /**
-   * How far a fetch after the first reaches: the commits since, for a copy that keeps its history
-   * and over git://, where a --depth waits on a delayed ACK (git/daemon-command.ts); else the tip.
+   * How far a fetch after the first reaches: the commits since, for a copy that keeps its history,
+   * over git://, where a --depth waits on a delayed ACK (git/daemon-command.ts), and where the run
+   * asks the kept HTTP(S) connection for that pack itself (BranchCopy.fetchCommit); else the tip.
    */
   private get laterReach(): Reach {
-    return this.options.keepHistory || this.git.overDaemonSockets ? 'since' : 1;
+    const { keepHistory, refs } = this.options;
+    return keepHistory || this.git.overDaemonSockets || refs?.packs?.usable ? 'since' : 1;
   }
 
   /** An attempt starts from the tip just synced, with nothing read or staged yet. */
@@ -234,15 +237,16 @@ export class LockRepository {
 
   /**
    * The first sync of an acquire: clone cannot fetch refs beside its one branch, and the line
-   * must come with the tip (a separate ls-remote would cost a connection per acquire). Over
-   * git://, CLAIM_DEPTH commits: a put that waits looks up the holders here (keptCopy).
+   * must come with the tip (a separate ls-remote would cost a connection per acquire). Where the
+   * copy keeps every commit since (laterReach), CLAIM_DEPTH commits: a put that waits looks up
+   * the holders here (keptCopy).
    */
   private async initAndFetch(): Promise<void> {
     const identity = this.git.identity();
     identity.catch(() => undefined);
     await this.copy.init();
     this.initialised = true;
-    await this.fetch(this.git.overDaemonSockets ? CLAIM_DEPTH : 1);
+    await this.fetch(this.laterReach === 'since' ? CLAIM_DEPTH : 1);
     await identity;
   }
 

@@ -1,7 +1,9 @@
 // A put waiting on an HTTP(S) lock repository looks at the refs over one kept connection instead
 // of a new connection (and TLS handshake) per poll: counted at the server, `git http-backend`
 // behind basic auth.
-import { afterEach, describe, expect, it } from 'vitest';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import { httpRefsFor } from '../../src/git/http-refs.js';
 import { parseAdvertisement, parseLsRefs } from '../../src/git/ls-refs.js';
 import { relayRoute, startHttpRelay, type HttpRelay } from '../../src/transport/http-relay.js';
@@ -11,6 +13,7 @@ import {
   servedOverHttp,
   type HttpGitServer,
 } from '../helpers/http-git.js';
+import { gitShim } from '../helpers/git-shim.js';
 import { git } from '../helpers/lock-repo.js';
 import { LINE_ENTRY, LOOKED, withHostedRefs } from '../helpers/looked-refs.js';
 import { startScript } from '../helpers/run-script.js';
@@ -260,36 +263,65 @@ describe('a put waiting over HTTP', () => {
   const byGit = (requests: HttpGitServer['requests']) =>
     requests.filter(({ agent }) => agent?.startsWith('git/') && agent !== 'git/pool-resource');
 
-  it('looks up who holds the lock at the tip it fetched, by its id: git lists no refs for it', async () => {
+  it('looks up who holds the lock in what its own first fetch brought: nothing more asked of the server', async () => {
     const { lockRepo, http, put } = await waitingPut();
     put.child.kill('SIGTERM');
     expect((await put.done).code).toBe(143);
     expect(await lockRepo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
     const gits = byGit(http.requests);
-    // The put's first fetch listed the branch and the line; the lookup of who holds lock-a
-    // fetched the tip that fetch found, by its id.
+    // The put's first fetch listed the branch and the line, and brought the commits that tell
+    // who holds lock-a.
     expect(gits.filter(({ command }) => command === 'ls-refs')).toHaveLength(1);
-    expect(gits.filter(({ command }) => command === 'fetch')).toHaveLength(2);
+    expect(gits.filter(({ command }) => command === 'fetch')).toHaveLength(1);
   });
 
-  it('fetches the tip a look saw move by its id: git lists no refs again', async () => {
-    const { lockRepo, http, put } = await waitingPut();
+  it('fetches each tip a look saw move itself, on the kept connection, and commits its claim there: git only pushes', async () => {
+    const shim = await gitShim();
+    onTestFinished(() => shim.cleanup());
+    const { repo: lockRepo, server: http, uri } = await served({ claimed: ['lock-a'] });
+    const put = startScript(
+      'out',
+      {
+        source: source(uri, { retry_delay: '200ms', username: USER, password: PASSWORD }),
+        params: { acquire: true },
+      },
+      { args: [await scratchDir()], env: { PATH: shim.path } },
+    );
+    await put.waitForStderr(/waiting in line/);
+    const first = (await git(lockRepo.bare, 'rev-parse', 'master')).trim();
     const from = http.requests.length;
+    // Two moves that free nothing (a claimed lock added each time), then the release.
+    for (const name of ['lock-b', 'lock-c']) {
+      await lockRepo.commit(`adding claimed: ${name}`, (work) =>
+        writeFile(join(work, 'pool', 'claimed', name), 'added\n'),
+      );
+      await put.waitForStderr(new RegExp(`"${name}" held by`), 20_000);
+    }
     await lockRepo.commit('unclaiming: lock-a', (work) =>
       git(work, 'mv', 'pool/claimed/lock-a', 'pool/unclaimed/lock-a').then(() => undefined),
     );
     const done = await put.done;
     expect(done.code, done.stderr).toBe(0);
-    expect(await lockRepo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
+    expect(await lockRepo.state('pool')).toEqual({
+      claimed: ['lock-a', 'lock-b', 'lock-c'],
+      unclaimed: [],
+    });
     const after = http.requests.slice(from);
-    const looks = after.filter(({ agent }) => agent === 'git/pool-resource');
+    // The front of the line looked (protocol v2's ls-refs on the kept connection) and fetched
+    // each tip it saw move there too, one request each: git asked the server for nothing but the
+    // claim's push.
+    const own = after.filter(({ agent }) => agent === 'git/pool-resource');
+    expect(own.filter(({ command }) => command === 'fetch').length).toBeGreaterThanOrEqual(3);
+    expect(own.every(({ command }) => command === 'ls-refs' || command === 'fetch')).toBe(true);
     const gits = byGit(after);
-    // The front of the line looked until it saw the release (protocol v2's ls-refs on the kept
-    // connection), then git fetched that tip and pushed the claim.
-    expect(looks.length).toBeGreaterThan(0);
-    expect(looks.every(({ command }) => command === 'ls-refs')).toBe(true);
-    const uploads = gits.filter(({ path }) => path.endsWith('/git-upload-pack'));
-    expect(uploads.map(({ command }) => command)).toEqual(['fetch']);
+    expect(gits.filter(({ path }) => path.endsWith('/git-upload-pack'))).toEqual([]);
     expect(gits.filter(({ path }) => path.endsWith('/git-receive-pack'))).toHaveLength(1);
+    // The pool at each new tip and the claim's commit were the run's own work: git listed the
+    // pool at the tip its first fetch brought only, and wrote no commit.
+    const commands = await shim.commands();
+    const listed = commands.filter(([name]) => name === 'ls-tree').map((args) => args.at(-3));
+    expect(new Set(listed)).toEqual(new Set([first]));
+    expect(commands.filter(([name]) => name === 'fast-import' || name === 'show')).toEqual([]);
+    await git(lockRepo.bare, 'fsck', '--strict', '--no-dangling');
   });
 });
