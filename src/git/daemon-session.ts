@@ -187,7 +187,7 @@ class DaemonSession implements KeptSession {
       if (++this.lost >= MAX_SESSIONS) this.close();
       return undefined;
     }
-    // Loose objects are written for SHA-1 repositories only (pack-objects.ts).
+    // Objects are written for SHA-1 repositories only (pack-objects.ts).
     if (this.format) return undefined;
     try {
       session.ask(packRequest(want, haves));

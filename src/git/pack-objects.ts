@@ -1,6 +1,7 @@
-// The objects of a small pack (a poll's fetch on the kept session, session-pack.ts), written as
-// loose objects by the run itself: `git unpack-objects` would do the same in a process of its own,
-// and as it prints nothing, the runner would wait 50 ms more after it (simple-git, git.ts).
+// The objects of a small pack (a poll's fetch on the kept session, session-pack.ts), written by
+// the run itself, as loose objects or as a pack of whole objects with its index: `git
+// unpack-objects` or `git index-pack` would do the same in a process of its own, and as they print
+// nothing, the runner would wait 50 ms more after them (simple-git, git.ts).
 // A pack (git's Documentation/gitformat-pack.txt): "PACK", a version (2 or 3) and an object
 // count, then each object: its type and size, and its data zlib-deflated, the data of a delta
 // being instructions to build the object from another (by offset back in the pack, or by id).
@@ -133,6 +134,92 @@ function withId(type: PackedObject['type'], data: Buffer): PackedObject {
 
 function header(type: string, data: Buffer): Buffer {
   return Buffer.from(`${type} ${data.length}\0`, 'latin1');
+}
+
+/**
+ * Writes `objects` into `gitDir` as one pack of whole objects and its index (version 2), as `git
+ * index-pack` leaves them: two files however many objects, where loose objects are a file and
+ * often a folder each, which a run then spends as long removing as writing. The index goes last:
+ * git sees a pack once its index is there.
+ */
+export async function writePack(gitDir: string, objects: readonly PackedObject[]): Promise<void> {
+  const unique = [...new Map(objects.map((object) => [object.id, object])).values()];
+  if (unique.length === 0) return;
+  const zlib = nodeZlib();
+  const head = Buffer.alloc(12);
+  head.write('PACK', 0, 'latin1');
+  head.writeUInt32BE(2, 4);
+  head.writeUInt32BE(unique.length, 8);
+  const parts = [head];
+  let offset = head.length;
+  const entries = unique.map(({ id, type, data }) => {
+    const entry = Buffer.concat([
+      entryHeader(TYPES.indexOf(type), data.length),
+      zlib.deflateSync(data),
+    ]);
+    parts.push(entry);
+    const at = offset;
+    offset += entry.length;
+    return { id: Buffer.from(id, 'hex'), offset: at, crc: zlib.crc32(entry) };
+  });
+  // The pack's own size stays far below 2 GiB (a commit's objects): no 64-bit offsets.
+  if (offset >= 2 ** 31) throw new Error('a pack too large to index');
+  const body = Buffer.concat(parts);
+  const sum = sha1(body);
+  const name = join(gitDir, 'objects', 'pack', `pack-${sum.toString('hex')}`);
+  await mkdir(join(gitDir, 'objects', 'pack'), { recursive: true });
+  await writeAtomically(`${name}.pack`, Buffer.concat([body, sum]));
+  await writeAtomically(`${name}.idx`, packIndex(entries, sum));
+}
+
+/** A pack entry's header: its type, and its size 4 bits then 7 bits a byte. */
+function entryHeader(kind: number, size: number): Buffer {
+  const bytes = [(kind << 4) | (size & 15)];
+  let rest = Math.floor(size / 16);
+  while (rest > 0) {
+    bytes[bytes.length - 1]! |= 0x80;
+    bytes.push(rest & 0x7f);
+    rest = Math.floor(rest / 128);
+  }
+  return Buffer.from(bytes);
+}
+
+/** A version 2 pack index (git's Documentation/gitformat-pack.txt) of `entries`. */
+function packIndex(
+  entries: { id: Buffer; offset: number; crc: number }[],
+  packSum: Buffer,
+): Buffer {
+  const sorted = [...entries].sort((a, b) => Buffer.compare(a.id, b.id));
+  const fanout = Buffer.alloc(256 * 4);
+  for (let byte = 0, index = 0; byte < 256; byte++) {
+    while (index < sorted.length && sorted[index]!.id[0]! <= byte) index++;
+    fanout.writeUInt32BE(index, byte * 4);
+  }
+  const crcs = Buffer.alloc(sorted.length * 4);
+  const offsets = Buffer.alloc(sorted.length * 4);
+  sorted.forEach(({ crc, offset }, index) => {
+    crcs.writeUInt32BE(crc >>> 0, index * 4);
+    offsets.writeUInt32BE(offset, index * 4);
+  });
+  const body = Buffer.concat([
+    Buffer.from([0xff, 0x74, 0x4f, 0x63, 0, 0, 0, 2]),
+    fanout,
+    ...sorted.map(({ id }) => id),
+    crcs,
+    offsets,
+    packSum,
+  ]);
+  return Buffer.concat([body, sha1(body)]);
+}
+
+function sha1(data: Buffer): Buffer {
+  return nodeCrypto().createHash('sha1').update(data).digest();
+}
+
+async function writeAtomically(path: string, data: Buffer): Promise<void> {
+  const temporary = `${path}.${process.pid}.tmp`;
+  await writeFile(temporary, data);
+  await rename(temporary, path);
 }
 
 /** Writes `objects` into `gitDir` as loose objects, as git does. */

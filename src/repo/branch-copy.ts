@@ -8,7 +8,7 @@ import { CancelledError, GitCommandError, OperationError } from '../base/errors.
 import { displayUri } from '../base/logger.js';
 import type { Git, GitRunOptions } from '../git/git.js';
 import type { KeptSession } from '../git/daemon-session.js';
-import { unpack, writeLooseObjects, type PackedObject } from '../git/pack-objects.js';
+import { unpack, writeLooseObjects, writePack, type PackedObject } from '../git/pack-objects.js';
 import type { PackSource } from '../git/session-pack.js';
 import { readRef, writeRef } from '../git/refs.js';
 import type { FetchedObjects } from './fetched-objects.js';
@@ -21,7 +21,7 @@ export interface BranchCopyOptions {
   gitDir: string;
   /**
    * The copy goes with the run (it lives in the run's private folder): git need not sync what it
-   * writes to disk, and the first fetch keeps what it brings as one pack (see `fetch`).
+   * writes to disk, and each fetch keeps what it brings as a pack (see `fetchConfig`).
    */
   scratch?: boolean;
   /** Whether the run asks for commits by their id (fetchCommit); never when unset. */
@@ -243,7 +243,8 @@ export class BranchCopy {
       // A pack it cannot read whole (its checksum, a delta): git fetches the commit instead.
       return false;
     }
-    await writeLooseObjects(gitDir, objects);
+    // A copy that goes with the run keeps them as a pack: two files to remove at its end.
+    await (this.options.scratch ? writePack : writeLooseObjects)(gitDir, objects);
     this.options.fetched?.learn(objects);
     await writeRef(gitDir, this.trackingRef, id);
     this.fetchedTip = id;
@@ -262,15 +263,13 @@ export class BranchCopy {
   }
 
   /**
-   * git's settings for a fetch into the copy. A first fetch brings the whole tree: as loose
-   * objects (git's choice below 100) that is a file and often a folder each, which the run then
-   * spends as long removing as git writing (from the server, or from the put's own copy into the
-   * holders' copy). Later fetches bring a commit's few objects: loose, so that a long wait adds
-   * no pack a poll.
+   * git's settings for a fetch into a copy that goes with the run: what it brings is kept as a
+   * pack. As loose objects (git's choice below 100) that is a file and often a folder each, which
+   * the run then spends as long removing as git writing (from the server, or from the put's own
+   * copy into the holders' copy); a pack is two files, however many objects.
    */
   private fetchConfig(): (readonly [string, string])[] {
     if (!this.options.scratch) return [];
-    if (this.fetchedTip !== undefined) return [...NO_SYNC];
     return [...NO_SYNC, ['fetch.unpackLimit', '1']];
   }
 

@@ -10,7 +10,7 @@
 import { OperationError } from '../base/errors.js';
 import type { Git, GitRunOptions } from '../git/git.js';
 import type { PushOutcome } from '../git/push-outcome.js';
-import { writeLooseObjects } from '../git/pack-objects.js';
+import { writePack } from '../git/pack-objects.js';
 import type { GitIdentity } from '../git/environment.js';
 import {
   lockPath,
@@ -346,7 +346,7 @@ export class LockRepository {
     const identity = await this.git.identity();
     const built = this.movesBuilt(messages, identity);
     if (built) {
-      await writeLooseObjects(this.options.workdir, built);
+      await writePack(this.options.workdir, built);
       const ids = built.filter(({ type }) => type === 'commit').map(({ id }) => id);
       this.committed = ids.at(-1);
       this.staged = [];

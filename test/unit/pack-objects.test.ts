@@ -1,11 +1,12 @@
-// The objects of a pack written as loose objects by the run itself (git/pack-objects.ts): packs
-// made by git's own pack-objects, with deltas by offset and by id, read back by git.
+// The objects of a pack written as loose objects, or as a pack of their own, by the run itself
+// (git/pack-objects.ts): packs made by git's own pack-objects, with deltas by offset and by id,
+// read back by git.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { unpack, writeLooseObjects } from '../../src/git/pack-objects.js';
+import { unpack, writeLooseObjects, writePack } from '../../src/git/pack-objects.js';
 import { GIT_TEST_ENV } from '../helpers/lock-repo.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'pack-objects-'));
@@ -71,6 +72,53 @@ describe('unpack and writeLooseObjects', () => {
     expect(git(bare, ['cat-file', 'blob', `${second}:lock-a`]).toString()).toBe(
       `${long}one more line\n`,
     );
+  });
+
+  it('writePack: one pack and its index, the index git would make, whose objects git reads back', async () => {
+    const objects = unpack(packOf(third, first, ['--delta-base-offset']));
+    const bare = repositoryAt(first, 'packed');
+    const loose = () => git(bare, ['count-objects']).toString();
+    const [before, looseBefore] = [readdirSync(join(bare, 'objects', 'pack')), loose()];
+    await writePack(bare, objects);
+    // Loose, each object would be a file of its own.
+    expect(loose()).toBe(looseBefore);
+    const added = readdirSync(join(bare, 'objects', 'pack')).filter((n) => !before.includes(n));
+    expect(added.map((name) => name.replace(/[0-9a-f]{40}/, 'ID')).sort()).toEqual([
+      'pack-ID.idx',
+      'pack-ID.pack',
+    ]);
+    const pack = join(
+      bare,
+      'objects',
+      'pack',
+      added.find((name) => name.endsWith('.pack'))!,
+    );
+    // git's own index of the same pack, byte for byte (checksums, CRCs and offsets included).
+    const theirs = join(dir, 'theirs.idx');
+    git(dir, ['index-pack', '-o', theirs, pack]);
+    expect(readFileSync(pack.replace(/\.pack$/, '.idx')).equals(readFileSync(theirs))).toBe(true);
+    git(bare, ['verify-pack', pack]);
+    git(bare, ['rev-list', '--objects', '--quiet', '--missing=error', third, `^${first}`]);
+    expect(git(bare, ['fsck', '--no-dangling', '--strict', third]).toString()).toBe('');
+    expect(git(bare, ['cat-file', 'blob', `${third}:lock-a`]).toString()).toBe(
+      `${long}one more line\nand another\n`,
+    );
+  });
+
+  it('writePack: an object larger than a header byte can say, and the same object twice', async () => {
+    const big = Buffer.from('x'.repeat(70_000));
+    const bare = join(dir, 'big');
+    git(dir, ['init', '--quiet', '--bare', bare]);
+    const id = git(bare, ['hash-object', '--stdin'], big).toString().trim();
+    await writePack(bare, [
+      { id, type: 'blob', data: big },
+      { id, type: 'blob', data: big },
+    ]);
+    expect(git(bare, ['cat-file', 'blob', id]).equals(big)).toBe(true);
+    const listed = git(bare, ['count-objects', '-v']).toString();
+    expect(listed).toMatch(/^count: 0$/m);
+    expect(listed).toMatch(/^in-pack: 1$/m);
+    git(bare, ['fsck', '--strict']);
   });
 
   it('refuses a pack cut short', () => {
