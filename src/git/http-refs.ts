@@ -90,19 +90,7 @@ export class HttpRefs implements PackSource {
     if (!this.usable || this.packsFailed || protocol?.version !== 2) return undefined;
     if ((protocol.objectFormat ?? 'sha1') !== 'sha1') return undefined;
     try {
-      const answer = await this.request(
-        'POST',
-        UPLOAD_PACK,
-        {
-          'git-protocol': 'version=2',
-          'content-type': 'application/x-git-upload-pack-request',
-          accept: UPLOAD_PACK.type,
-        },
-        packRequest(want, haves),
-        true,
-        signal,
-      );
-      return packOf(answer);
+      return packOf(await this.uploadPack(packRequest(want, haves), signal));
     } catch {
       // Stopped: the caller sees its own signal. Anything else is git's to meet and report.
       if (!signal?.aborted && !this.signal.aborted) this.packsFailed = true;
@@ -143,19 +131,21 @@ export class HttpRefs implements PackSource {
     if (this.protocol.version === 0)
       return advertised(await this.request('GET', ADVERTISEMENT), prefixes);
     // ls-refs answers only what the prefixes name.
-    const answer = await this.request(
-      'POST',
-      UPLOAD_PACK,
-      {
-        'git-protocol': 'version=2',
-        'content-type': 'application/x-git-upload-pack-request',
-        accept: UPLOAD_PACK.type,
-      },
-      lsRefsRequest(prefixes, this.protocol.objectFormat),
+    const refs = parseLsRefs(
+      await this.uploadPack(lsRefsRequest(prefixes, this.protocol.objectFormat)),
     );
-    const refs = parseLsRefs(answer);
     if (!refs) throw new Error('not an ls-refs answer');
     return refs;
+  }
+
+  /** A protocol v2 command to upload-pack, one request on the kept connection. */
+  private uploadPack(body: Buffer, signal?: AbortSignal): Promise<Buffer> {
+    const headers = {
+      'git-protocol': 'version=2',
+      'content-type': 'application/x-git-upload-pack-request',
+      accept: UPLOAD_PACK.type,
+    };
+    return this.request('POST', UPLOAD_PACK, headers, body, true, signal);
   }
 
   /**

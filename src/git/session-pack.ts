@@ -57,3 +57,14 @@ export function packOf(answer: Buffer): Buffer {
   if (pack.subarray(0, 4).toString('latin1') !== 'PACK') throw new Error('a fetch sent no pack');
   return pack;
 }
+
+/**
+ * The pack in what an upload-pack session wrote whole (over SSH: its protocol v2 capabilities, a
+ * flush, then the answer packOf reads).
+ */
+export function sessionPackOf(output: Buffer): Buffer {
+  for (const packet of packets(output))
+    if (isFlush(packet))
+      return packOf(output.subarray(packet.byteOffset - output.byteOffset + packet.length));
+  throw new Error('an upload-pack that listed no capabilities');
+}

@@ -5,8 +5,13 @@
 // that; a sha256 repository says its object format before it refuses a request that names none,
 // and is asked again in it. Anything else unexpected ends the looks for the run: the caller asks
 // git instead, which reports the problem in its own words.
+//
+// Over SSH a tip a look saw move is asked the same way, a session whose request is protocol v2's
+// `fetch` of that commit beyond the copy's tip, its pack written by the run (session-pack.ts):
+// git's fetch starts four processes on the worker.
 import type { KeptRefs } from './kept-refs.js';
 import { lsRefsRequest, objectFormat, parseSessionAnswer, type AdvertisedRef } from './ls-refs.js';
+import { packRequest, sessionPackOf, type PackSource } from './session-pack.js';
 
 /**
  * One session with a fresh upload-pack: `input` is all of its stdin. Resolves with what it wrote
@@ -18,24 +23,59 @@ export type UploadPackSession = (
   signal: AbortSignal,
 ) => Promise<{ status: number; stdout: Buffer }>;
 
-export class SessionRefs implements KeptRefs {
+export class SessionRefs implements KeptRefs, PackSource {
   private failed = false;
+  /** Whether a pack asked here failed: git fetches from then on. */
+  private packsFailed = false;
   /** The protocol the server answered the first look in. */
   private version: 0 | 2 | undefined;
   /** The repository's object format, once a look learnt it is not sha1. */
   private format: string | undefined;
 
   /**
-   * A look costs a session as a fetch does (over SSH one upload-pack on the same connection, over
-   * git:// one connection): the front of the line fetches at once, a hand-over a fetch shorter.
+   * Over git:// a look costs a connection as a fetch does: the front of the line fetches at once,
+   * a hand-over a fetch shorter. Over SSH (`packs`) a look is one upload-pack on the shared
+   * connection and so is the pack of a moved tip, neither a process on the worker, where git's
+   * fetch at each poll starts four: the front looks, and asks for the pack once the tip moved.
    */
-  readonly cheaperThanFetch = false;
+  readonly cheaperThanFetch: boolean;
+  readonly packs: PackSource | undefined;
 
   constructor(
     private readonly session: UploadPackSession,
     private readonly settings: { gitTimeoutMs: number },
     private readonly signal: AbortSignal,
-  ) {}
+    options: { packs?: boolean } = {},
+  ) {
+    this.cheaperThanFetch = options.packs ?? false;
+    this.packs = options.packs ? this : undefined;
+  }
+
+  /**
+   * The pack of what `want` has beyond `haves`: once a look found the server speaks protocol v2
+   * in SHA-1 (pack-objects.ts reads those alone), until a pack failed.
+   */
+  async pack(
+    want: string,
+    haves: readonly string[],
+    signal?: AbortSignal,
+  ): Promise<Buffer | undefined> {
+    if (!this.packs || !this.usable || this.packsFailed || this.version !== 2) return undefined;
+    if (this.format !== undefined && this.format !== 'sha1') return undefined;
+    const stop = [this.signal, AbortSignal.timeout(this.settings.gitTimeoutMs)];
+    try {
+      const { status, stdout } = await this.session(
+        packRequest(want, haves),
+        AbortSignal.any(signal ? [...stop, signal] : stop),
+      );
+      if (status !== 0) throw new Error(`upload-pack exited with ${status}`);
+      return sessionPackOf(stdout);
+    } catch {
+      // Stopped: the caller sees its own signal. Anything else is git's to meet and report.
+      if (!signal?.aborted && !this.signal.aborted) this.packsFailed = true;
+      return undefined;
+    }
+  }
 
   get usable(): boolean {
     return !this.failed && !this.signal.aborted;

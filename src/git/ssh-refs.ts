@@ -3,7 +3,8 @@
 // `git ls-remote` would start git and git's SSH program (a Node process) each time, and asks
 // the server for every ref, patterns or not: a hosted repository advertises a pair per pull
 // request. Here each look is one upload-pack on the shared connection (session-refs.ts), spelled
-// as git spells it; a URI git would spell otherwise is left to git.
+// as git spells it, and so is the fetch of a tip a look saw move; a URI git would spell otherwise
+// is left to git.
 import type { SshInvocation } from '../transport/ssh-args.js';
 import type { SshMux } from '../transport/ssh-mux.js';
 import { MAX_ANSWER_BYTES } from './ls-refs.js';
@@ -75,5 +76,6 @@ export function sshRefsFor(
       mux.exec(invocation, { GIT_PROTOCOL: 'version=2' }, input, session, MAX_ANSWER_BYTES),
     settings,
     signal,
+    { packs: true },
   );
 }

@@ -197,3 +197,20 @@ export async function protectBranch(repo: LockRepo): Promise<void> {
   await writeFile(hook, '#!/bin/sh\necho "branch master is protected" >&2\nexit 1\n');
   await chmod(hook, 0o755);
 }
+
+/**
+ * Moves the branch under a put in line without freeing a lock: a claimed lock added for each of
+ * `names`, a commit each, each awaited until the put names its holder.
+ */
+export async function movesThatFreeNothing(
+  repo: LockRepo,
+  put: { waitForStderr(pattern: RegExp, timeoutMs?: number): Promise<void> },
+  names: readonly string[] = ['lock-b', 'lock-c'],
+): Promise<void> {
+  for (const name of names) {
+    await repo.commit(`adding claimed: ${name}`, (work) =>
+      writeFile(join(work, 'pool', 'claimed', name), 'added\n'),
+    );
+    await put.waitForStderr(new RegExp(`"${name}" held by`), 20_000);
+  }
+}

@@ -23,6 +23,7 @@ import {
   buildFolder,
   HOOK_REFUSAL,
   lockStep,
+  movesThatFreeNothing,
   otherClone,
   protectBranch,
   refused,
@@ -151,12 +152,7 @@ describe('git over the run’s own connections to git daemon', () => {
     const first = await otherClone(repo).claim('lock-a');
     const waiting = await waitingInLine();
     // Two moves that free nothing (a claimed lock added each time), then the release.
-    for (const name of ['lock-b', 'lock-c']) {
-      await repo.commit(`adding claimed: ${name}`, (work) =>
-        writeFile(join(work, 'pool', 'claimed', name), 'added\n'),
-      );
-      await waiting.waitForStderr(new RegExp(`"${name}" held by`), 20_000);
-    }
+    await movesThatFreeNothing(repo, waiting);
     await otherClone(repo).release('lock-a');
     const result = await waiting.done;
     expect(result.code, result.stderr).toBe(0);

@@ -1,8 +1,6 @@
 // A put waiting on an HTTP(S) lock repository looks at the refs over one kept connection instead
 // of a new connection (and TLS handshake) per poll: counted at the server, `git http-backend`
 // behind basic auth.
-import { writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import { httpRefsFor } from '../../src/git/http-refs.js';
 import { parseAdvertisement, parseLsRefs } from '../../src/git/ls-refs.js';
@@ -18,7 +16,7 @@ import { git } from '../helpers/lock-repo.js';
 import { LINE_ENTRY, LOOKED, withHostedRefs } from '../helpers/looked-refs.js';
 import { startScript } from '../helpers/run-script.js';
 import { source } from '../helpers/source.js';
-import { scratchDir } from '../helpers/steps.js';
+import { movesThatFreeNothing, scratchDir } from '../helpers/steps.js';
 
 const relays: HttpRelay[] = [];
 afterEach(() => {
@@ -291,12 +289,7 @@ describe('a put waiting over HTTP', () => {
     const first = (await git(lockRepo.bare, 'rev-parse', 'master')).trim();
     const from = http.requests.length;
     // Two moves that free nothing (a claimed lock added each time), then the release.
-    for (const name of ['lock-b', 'lock-c']) {
-      await lockRepo.commit(`adding claimed: ${name}`, (work) =>
-        writeFile(join(work, 'pool', 'claimed', name), 'added\n'),
-      );
-      await put.waitForStderr(new RegExp(`"${name}" held by`), 20_000);
-    }
+    await movesThatFreeNothing(lockRepo, put);
     await lockRepo.commit('unclaiming: lock-a', (work) =>
       git(work, 'mv', 'pool/claimed/lock-a', 'pool/unclaimed/lock-a').then(() => undefined),
     );

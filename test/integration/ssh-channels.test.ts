@@ -7,15 +7,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { gitShim, type GitShim } from '../helpers/git-shim.js';
-import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
+import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { runCommand } from '../helpers/run-command.js';
-import { runScript } from '../helpers/run-script.js';
+import { runScript, startScript } from '../helpers/run-script.js';
 import { renamed, source } from '../helpers/source.js';
 import { generateKey, startSshd, type KeyPair, type Sshd } from '../helpers/sshd.js';
 import {
   buildFolder,
   HOOK_REFUSAL,
   lockStep,
+  movesThatFreeNothing,
+  otherClone,
   protectBranch,
   refused,
   succeeded,
@@ -94,6 +96,44 @@ function watchLog() {
     commands: () => count(/Starting session: command /),
   };
 }
+
+describe('a put waiting over SSH', () => {
+  it('looks and fetches each moved tip itself on the shared connection, and commits its claim there: git only pushes', async () => {
+    const first = await otherClone(repo).claim('lock-a');
+    const waiting = startScript(
+      'out',
+      { source: sshSource({ retry_delay: '200ms' }), params: { acquire: true } },
+      { args: [await buildFolder()], env: env() },
+    );
+    await waiting.waitForStderr(/waiting in line/, 20_000);
+    const seen = watchLog();
+    // Two moves that free nothing (a claimed lock added each time), then the release.
+    await movesThatFreeNothing(repo, waiting);
+    await otherClone(repo).release('lock-a');
+    const result = await waiting.done;
+    expect(result.code, result.stderr).toBe(0);
+    expect(await repo.state('pool')).toEqual({
+      claimed: ['lock-a', 'lock-b', 'lock-c'],
+      unclaimed: [],
+    });
+    // git fetched once, at the start (16 commits, the line with the branch); the moves were
+    // asked on the run's one login by the run itself, and its claim committed by it: git listed
+    // the pool at that first tip only, wrote no commit, and pushed the join and the claim.
+    const commands = await shim.commands();
+    const own = commands.filter(([name, ...args]) => name === 'fetch' && args.includes('fd::3'));
+    expect(own).toHaveLength(1);
+    expect(own[0]).toContain('--depth=16');
+    const listed = commands.filter(([name]) => name === 'ls-tree').map((args) => args.at(-3));
+    expect(new Set(listed)).toEqual(new Set([first]));
+    expect(commands.filter(([name]) => name === 'fast-import' || name === 'show')).toEqual([]);
+    const pushes = commands.filter(([name, ...args]) => name === 'push' && args.includes('fd::3'));
+    expect(pushes).toHaveLength(2);
+    // The looks and the fetches of the moves: upload-packs on that login, no new one.
+    expect(seen.logins()).toBe(0);
+    expect(seen.commands()).toBeGreaterThanOrEqual(3);
+    await git(repo.bare, 'fsck', '--strict', '--no-dangling');
+  });
+});
 
 describe('git on channels of the run’s SSH connection', () => {
   it('an acquire, its get and the release clone, fetch and push on channels, one login per run', async () => {
