@@ -214,3 +214,21 @@ export async function movesThatFreeNothing(
     await put.waitForStderr(new RegExp(`"${name}" held by`), 20_000);
   }
 }
+
+/**
+ * Moves the branch every `everyMs` with an empty commit until the returned function is called
+ * (which resolves once the last commit is in): a waiting put then fetches again and again.
+ */
+export function keepMoving(repo: LockRepo, everyMs = 100): () => Promise<void> {
+  let moving = true;
+  const mover = (async () => {
+    while (moving) {
+      await repo.commit('updating: nothing', async () => undefined);
+      await new Promise((resolve) => setTimeout(resolve, everyMs));
+    }
+  })();
+  return async () => {
+    moving = false;
+    await mover;
+  };
+}

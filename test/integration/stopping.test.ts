@@ -22,6 +22,7 @@ import {
   type StoppableRun,
 } from '../helpers/stopping.js';
 import { source } from '../helpers/source.js';
+import { keepMoving } from '../helpers/steps.js';
 import { eventually } from '../helpers/eventually.js';
 
 let repo: LockRepo | undefined;
@@ -77,11 +78,15 @@ describe('a waiting acquire stopped by SIGTERM', () => {
     }
   });
 
-  it('over HTTP, looking on a kept connection, exits within 1 s all the same', async () => {
+  it.each([
+    ['looking on a kept connection', false],
+    ['fetching the tips it saw move on its kept connection', true],
+  ])('over HTTP, %s, exits within 1 s all the same and claims nothing', async (_, moving) => {
     repo = await createLockRepo({ pool: { claimed: ['lock-a'] } });
     const http = await startHttpGit({ projectRoot: repo.root, username: 'u', password: 'p' });
+    const tip = await repo.tip();
+    const stopMoving = moving ? keepMoving(repo, 50) : async () => undefined;
     try {
-      const tip = await repo.tip();
       const run = await start(
         {
           source: source(http.url(repo.bare), { username: 'u', password: 'p' }),
@@ -90,13 +95,16 @@ describe('a waiting acquire stopped by SIGTERM', () => {
         await stepFolder('unused'),
       );
       await run.waitForStderr(/waiting in line/);
-      await sleep(300);
+      await sleep(400);
       const stopped = await stop(run, 'SIGTERM');
       expect(stopped.code).toBe(143);
       expect(stopped.eofAfterSignal).toBeLessThan(1000);
       expect(await run.leftovers()).toEqual([]);
-      expect(await repo.tip()).toBe(tip);
+      await stopMoving();
+      expect(await repo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
+      if (!moving) expect(await repo.tip()).toBe(tip);
     } finally {
+      await stopMoving();
       await http.stop();
     }
   });

@@ -1,6 +1,7 @@
 // The SSH program's lifetime: a silent server is given up on in bounded time, the program goes
 // away when git does, and a put stopped while its git runs on the run's connection leaves no process.
 import { spawn } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -13,6 +14,7 @@ import { parseCheckRequest } from '../../src/protocol/request.js';
 import { SSH_CONFIG_ENV, SSH_MUX_ENV } from '../../src/transport/ssh-config.js';
 import { startSshMux } from '../../src/transport/ssh-mux.js';
 import { runScript, SSH_PROGRAM } from '../helpers/run-script.js';
+import { keepMoving } from '../helpers/steps.js';
 import { startStoppable, waitForProcess } from '../helpers/stopping.js';
 import { generateKey, startSshd, type KeyPair, type Sshd } from '../helpers/sshd.js';
 
@@ -189,36 +191,64 @@ describe('the SSH program', () => {
   });
 
   it('a put stopped while its fetch runs on a channel of its SSH connection exits within a second, leaving no process', async () => {
-    const src = await mkdtemp(join(repo.root, 'src-'));
-    const run = await startStoppable(
-      'out',
-      {
-        source: {
-          uri: sshd.url(repo.bare),
-          branch: repo.branch,
-          pool: 'pool',
-          private_key: key.privateKey,
-          // Ten retry_delays without a move make the pool quiet, and the front then looks
-          // instead of fetching: 10 s of fetches to catch one in, on a loaded machine too.
-          retry_delay: '1s',
-        },
-        params: { acquire: true },
-      },
-      [src],
-    );
+    // A put that wants only some locks waits outside the line, and once a look on its
+    // connection saw the branch move, git fetches it over fd::3 (a put in line fetches a moved
+    // tip itself).
+    const run = await sshPut({ acquire: true, match_name: 'lock-*' });
+    const stopMoving = keepMoving(repo);
     try {
       await run.waitForStderr(/waiting for lock/i);
-      // Stop it while it polls the remote: first in line, each poll is a fetch over fd::3.
+      // Stop it while it fetches.
       await waitForProcess(run, /^git fetch .*fd::3/);
-      const stoppedAt = Date.now();
-      run.child.kill('SIGTERM');
-      const result = await run.done;
-      expect(result.code).toBe(143);
-      expect(Date.now() - stoppedAt).toBeLessThan(1500);
-      expect(await eventually(async () => (await run.leftovers()).length === 0, 1000)).toBe(true);
-      // And it took itself out of the waiting line, over the run's own connection; or, when the
-      // stop's second ran out first (a loaded machine: the leave gets what is left of it), it
-      // says so, and the puts behind it pass its entry once it is stale (out-line.test.ts).
+      await stopsCleanly(run);
+      // It claimed nothing, and left nothing in the waiting line.
+      expect(await repo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
+      expect(
+        await git(repo.bare, 'for-each-ref', '--format=%(refname)', 'refs/pool-resource/'),
+      ).toBe('');
+    } finally {
+      await stopMoving();
+      await run.cleanup();
+    }
+  });
+});
+
+/** Stops `run` with SIGTERM: it exits 143 within a second and a half, leaving no process. */
+async function stopsCleanly(run: Awaited<ReturnType<typeof startStoppable>>) {
+  const stoppedAt = Date.now();
+  run.child.kill('SIGTERM');
+  const result = await run.done;
+  expect(result.code).toBe(143);
+  expect(Date.now() - stoppedAt).toBeLessThan(1500);
+  expect(await eventually(async () => (await run.leftovers()).length === 0, 1000)).toBe(true);
+  return result;
+}
+
+/** A put over sshd with `params`, polling every 200 ms, to be stopped. */
+async function sshPut(params: Record<string, unknown>) {
+  const source = {
+    uri: sshd.url(repo.bare),
+    branch: repo.branch,
+    pool: 'pool',
+    private_key: key.privateKey,
+    retry_delay: '200ms',
+  };
+  return startStoppable('out', { source, params }, [await mkdtemp(join(repo.root, 'src-'))]);
+}
+
+describe('a put in line over SSH', () => {
+  it('stopped while it asks its connection for the tips it saw move, exits within a second, leaving no process', async () => {
+    const run = await sshPut({ acquire: true });
+    const stopMoving = keepMoving(repo, 50);
+    try {
+      await run.waitForStderr(/waiting in line/i);
+      // Among its looks and its fetches of the moves, made without git.
+      await sleep(400);
+      const result = await stopsCleanly(run);
+      await stopMoving();
+      expect(await repo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
+      // It took itself out of the waiting line; or, when the stop's second ran out first (a
+      // loaded machine), it says so, and the puts behind it pass its entry once it is stale.
       const line = await git(
         repo.bare,
         'for-each-ref',
@@ -230,6 +260,7 @@ describe('the SSH program', () => {
           /could not take this put out of the waiting line .*: the puts behind it will, after /,
         );
     } finally {
+      await stopMoving();
       await run.cleanup();
     }
   });
