@@ -16,16 +16,18 @@ export interface KeptRefs {
   readonly usable: boolean;
   /**
    * Whether a look costs so much less than a fetch that the front of the line should look, and
-   * fetch once the tip moved: over HTTP(S) a look is one request on the kept connection. Over SSH
-   * a fetch is one upload-pack on the shared connection too, and fetching at once keeps the
-   * hand-over a fetch shorter.
+   * fetch once the tip moved: over HTTP(S) a look is one request on the kept connection, over SSH
+   * one upload-pack on the shared connection, where git's fetch starts four processes. Over
+   * git:// a look is a connection as a fetch is, and fetching at once keeps the hand-over a fetch
+   * shorter.
    */
   readonly cheaperThanFetch: boolean;
   /** The refs whose names start with one of `prefixes`. */
   listRefs(prefixes: readonly string[]): Promise<AdvertisedRef[]>;
   /**
-   * Where a commit's pack is asked on the same kept connection, without git (over HTTP(S): one
-   * request); undefined where the transport has none.
+   * Where a commit's pack is asked on the same kept connection, without git (over HTTP(S) one
+   * request, over SSH one upload-pack); undefined where the transport has none (git://, whose
+   * put in line asks its kept session).
    */
   readonly packs?: PackSource;
   close(): void;

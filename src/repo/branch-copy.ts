@@ -28,7 +28,7 @@ export interface BranchCopyOptions {
   byId?: FetchById;
   /** A git:// repository's kept session, where fetches go when it can take them. */
   session?: KeptSession;
-  /** Over HTTP(S), the kept connection a commit's pack is asked on (git/http-refs.ts). */
+  /** Over HTTP(S) and SSH, the kept connection a commit's pack is asked on (git/kept-refs.ts). */
   packs?: PackSource;
   /** Where the commits and trees fetched on the session are kept parsed. */
   fetched?: FetchedObjects;
@@ -226,8 +226,8 @@ export class BranchCopy {
 
   /**
    * Brings the commits since the tip fetched last up to `id`, asked on the kept session (or the
-   * kept HTTP(S) connection) and written here (pack-objects.ts): no process, where git's fetch
-   * starts four (session-pack.ts). False where it cannot tell (the caller fetches with git).
+   * kept HTTP(S) or SSH connection) and written here (pack-objects.ts): no process, where git's
+   * fetch starts four (session-pack.ts). False where it cannot tell (the caller fetches with git).
    */
   private async unpackFromSession(id: string, signal?: AbortSignal): Promise<boolean> {
     const { session, packs, gitDir } = this.options;

@@ -210,7 +210,8 @@ export class LockRepository {
   /**
    * How far a fetch after the first reaches: the commits since, for a copy that keeps its history,
    * over git://, where a --depth waits on a delayed ACK (git/daemon-command.ts), and where the run
-   * asks the kept HTTP(S) connection for that pack itself (BranchCopy.fetchCommit); else the tip.
+   * asks its kept HTTP(S) or SSH connection for that pack itself (BranchCopy.fetchCommit); else
+   * the tip.
    */
   private get laterReach(): Reach {
     const { keepHistory, refs } = this.options;
