@@ -273,6 +273,44 @@ describe('a put waiting over HTTP', () => {
     expect(gits.filter(({ command }) => command === 'fetch')).toHaveLength(1);
   });
 
+  it('on a server that speaks only protocol v0, git fetches the moves, and the claim lands', async () => {
+    const {
+      repo: lockRepo,
+      server: http,
+      uri,
+    } = await served({ claimed: ['lock-a'] }, false, {
+      v0Only: true,
+    });
+    const put = startScript(
+      'out',
+      {
+        source: source(uri, { retry_delay: '200ms', username: USER, password: PASSWORD }),
+        params: { acquire: true },
+      },
+      { args: [await scratchDir()] },
+    );
+    await put.waitForStderr(/waiting in line/);
+    const from = http.requests.length;
+    await movesThatFreeNothing(lockRepo, put);
+    await lockRepo.commit('unclaiming: lock-a', (work) =>
+      git(work, 'mv', 'pool/claimed/lock-a', 'pool/unclaimed/lock-a').then(() => undefined),
+    );
+    const done = await put.done;
+    expect(done.code, done.stderr).toBe(0);
+    expect(await lockRepo.state('pool')).toEqual({
+      claimed: ['lock-a', 'lock-b', 'lock-c'],
+      unclaimed: [],
+    });
+    // The run asked for no pack itself (protocol v0 has no fetch command): git fetched.
+    const after = http.requests.slice(from);
+    const own = after.filter(({ agent }) => agent === 'git/pool-resource');
+    expect(own.every(({ method }) => method === 'GET')).toBe(true);
+    expect(
+      byGit(after).filter(({ path }) => path.endsWith('/git-upload-pack')).length,
+    ).toBeGreaterThan(0);
+    await git(lockRepo.bare, 'fsck', '--strict', '--no-dangling');
+  });
+
   it('fetches each tip a look saw move itself, on the kept connection, and commits its claim there: git only pushes', async () => {
     const shim = await gitShim();
     onTestFinished(() => shim.cleanup());
