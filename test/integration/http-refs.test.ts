@@ -273,21 +273,27 @@ describe('a put waiting over HTTP', () => {
     expect(gits.filter(({ command }) => command === 'fetch')).toHaveLength(1);
   });
 
-  it('on a server that speaks only protocol v0, git fetches the moves, and the claim lands', async () => {
+  /**
+   * A put for lock-a waiting in line (retry_delay 200ms; git from `path` if given) through two
+   * moves that free nothing, then the release: its claim landed whole. The pool's tip when it
+   * started, and the requests the server got from when it waited in line.
+   */
+  async function claimAfterMoves(options: { v0Only?: boolean; path?: string } = {}) {
     const {
       repo: lockRepo,
       server: http,
       uri,
     } = await served({ claimed: ['lock-a'] }, false, {
-      v0Only: true,
+      v0Only: options.v0Only ?? false,
     });
+    const first = await lockRepo.tip();
     const put = startScript(
       'out',
       {
         source: source(uri, { retry_delay: '200ms', username: USER, password: PASSWORD }),
         params: { acquire: true },
       },
-      { args: [await scratchDir()] },
+      { args: [await scratchDir()], ...(options.path ? { env: { PATH: options.path } } : {}) },
     );
     await put.waitForStderr(/waiting in line/);
     const from = http.requests.length;
@@ -301,43 +307,24 @@ describe('a put waiting over HTTP', () => {
       claimed: ['lock-a', 'lock-b', 'lock-c'],
       unclaimed: [],
     });
+    await git(lockRepo.bare, 'fsck', '--strict', '--no-dangling');
+    return { first, after: http.requests.slice(from) };
+  }
+
+  it('on a server that speaks only protocol v0, git fetches the moves, and the claim lands', async () => {
+    const { after } = await claimAfterMoves({ v0Only: true });
     // The run asked for no pack itself (protocol v0 has no fetch command): git fetched.
-    const after = http.requests.slice(from);
     const own = after.filter(({ agent }) => agent === 'git/pool-resource');
     expect(own.every(({ method }) => method === 'GET')).toBe(true);
     expect(
       byGit(after).filter(({ path }) => path.endsWith('/git-upload-pack')).length,
     ).toBeGreaterThan(0);
-    await git(lockRepo.bare, 'fsck', '--strict', '--no-dangling');
   });
 
   it('fetches each tip a look saw move itself, on the kept connection, and commits its claim there: git only pushes', async () => {
     const shim = await gitShim();
     onTestFinished(() => shim.cleanup());
-    const { repo: lockRepo, server: http, uri } = await served({ claimed: ['lock-a'] });
-    const put = startScript(
-      'out',
-      {
-        source: source(uri, { retry_delay: '200ms', username: USER, password: PASSWORD }),
-        params: { acquire: true },
-      },
-      { args: [await scratchDir()], env: { PATH: shim.path } },
-    );
-    await put.waitForStderr(/waiting in line/);
-    const first = (await git(lockRepo.bare, 'rev-parse', 'master')).trim();
-    const from = http.requests.length;
-    // Two moves that free nothing (a claimed lock added each time), then the release.
-    await movesThatFreeNothing(lockRepo, put);
-    await lockRepo.commit('unclaiming: lock-a', (work) =>
-      git(work, 'mv', 'pool/claimed/lock-a', 'pool/unclaimed/lock-a').then(() => undefined),
-    );
-    const done = await put.done;
-    expect(done.code, done.stderr).toBe(0);
-    expect(await lockRepo.state('pool')).toEqual({
-      claimed: ['lock-a', 'lock-b', 'lock-c'],
-      unclaimed: [],
-    });
-    const after = http.requests.slice(from);
+    const { first, after } = await claimAfterMoves({ path: shim.path });
     // The front of the line looked (protocol v2's ls-refs on the kept connection) and fetched
     // each tip it saw move there too, one request each: git asked the server for nothing but the
     // claim's push.
@@ -353,6 +340,5 @@ describe('a put waiting over HTTP', () => {
     const listed = commands.filter(([name]) => name === 'ls-tree').map((args) => args.at(-3));
     expect(new Set(listed)).toEqual(new Set([first]));
     expect(commands.filter(([name]) => name === 'fast-import' || name === 'show')).toEqual([]);
-    await git(lockRepo.bare, 'fsck', '--strict', '--no-dangling');
   });
 });
