@@ -143,7 +143,7 @@ function header(type: string, data: Buffer): Buffer {
  * git sees a pack once its index is there.
  */
 export async function writePack(gitDir: string, objects: readonly PackedObject[]): Promise<void> {
-  const unique = [...new Map(objects.map((object) => [object.id, object])).values()];
+  const unique = distinct(objects);
   if (unique.length === 0) return;
   const zlib = nodeZlib();
   const head = Buffer.alloc(12);
@@ -216,6 +216,7 @@ function sha1(data: Buffer): Buffer {
   return nodeCrypto().createHash('sha1').update(data).digest();
 }
 
+/** Writes `path` whole or not at all: git may read it at any moment. */
 async function writeAtomically(path: string, data: Buffer): Promise<void> {
   const temporary = `${path}.${process.pid}.tmp`;
   await writeFile(temporary, data);
@@ -227,15 +228,17 @@ export async function writeLooseObjects(
   gitDir: string,
   objects: readonly PackedObject[],
 ): Promise<void> {
-  const unique = new Map(objects.map((object) => [object.id, object]));
   await Promise.all(
-    [...unique.values()].map(async ({ id, type, data }) => {
+    distinct(objects).map(async ({ id, type, data }) => {
       const folder = join(gitDir, 'objects', id.slice(0, 2));
-      const path = join(folder, id.slice(2));
       await mkdir(folder, { recursive: true });
-      const temporary = `${path}.${process.pid}.tmp`;
-      await writeFile(temporary, nodeZlib().deflateSync(Buffer.concat([header(type, data), data])));
-      await rename(temporary, path);
+      const loose = nodeZlib().deflateSync(Buffer.concat([header(type, data), data]));
+      await writeAtomically(join(folder, id.slice(2)), loose);
     }),
   );
+}
+
+/** `objects` with each id once. */
+function distinct(objects: readonly PackedObject[]): PackedObject[] {
+  return [...new Map(objects.map((object) => [object.id, object])).values()];
 }

@@ -30,7 +30,7 @@ export interface BranchCopyOptions {
   session?: KeptSession;
   /** Over HTTP(S) and SSH, the kept connection a commit's pack is asked on (git/kept-refs.ts). */
   packs?: PackSource;
-  /** Where the commits and trees fetched on the session are kept parsed. */
+  /** Where the commits and trees the copy fetched itself (unpackFromSession) are kept parsed. */
   fetched?: FetchedObjects;
 }
 

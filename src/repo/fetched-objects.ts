@@ -1,10 +1,11 @@
-// The commits and trees a put fetched on its kept git:// session (BranchCopy writes them from the
-// pack it read, pack-objects.ts), kept parsed: a put waiting in line reads the pool's locks, its
-// tip's commit time and the claims since its last tip at every move it fetches, and commits its
-// claim on the last (moved-commits.ts), a git process each (ls-tree, show, log, fast-import) that
-// waits its turn for the CPU on a busy worker. What these lack (a tip git fetched, a folder no
-// fetch on the session brought) git reads and writes as before, and the folders it lists are kept
-// too. An object's id names its bytes: nothing kept here is ever stale.
+// The commits and trees a put fetched itself, on its kept git:// session or its kept HTTP(S) or SSH
+// connection (BranchCopy writes them from the pack it read, pack-objects.ts), kept parsed: a put
+// waiting in line reads the pool's locks, its tip's commit time and the claims since its last tip
+// at every move it fetches, and commits its claim on the last (moved-commits.ts), a git process
+// each (ls-tree, show, log, fast-import) that waits its turn for the CPU on a busy worker. What
+// these lack (a tip git fetched, a folder no such fetch brought) git reads and writes as before,
+// and the folders it lists are kept too. An object's id names its bytes: nothing kept here is ever
+// stale.
 import type { PackedObject } from '../git/pack-objects.js';
 import type { TreeEntry } from './git-output.js';
 

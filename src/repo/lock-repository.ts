@@ -83,7 +83,7 @@ const ATTEMPT_REF = 'refs/pool-resource/attempt';
 
 export class LockRepository {
   private readonly copy: BranchCopy;
-  /** What the copy fetched on the kept session, parsed: read without git where it serves. */
+  /** What the copy fetched itself (kept session or connection), parsed: read without git. */
   private readonly fetched = new FetchedObjects();
   private initialised = false;
   /** The pool's entries at `tip`, by path (from the last `pool()`). */

@@ -1,6 +1,6 @@
-// A claim's commits written by the run, on a tip whose folders FetchedObjects keeps read (one
-// fetched on the kept git:// session): the trees and commit objects fast-import would write for
-// the same moves, byte for byte, without its process between a release seen and the claim pushed
+// A claim's commits written by the run, on a tip whose folders FetchedObjects keeps read (one the
+// run fetched itself): the trees and commit objects fast-import would write for the same moves,
+// byte for byte, without its process between a release seen and the claim pushed
 // (LockRepository.commit; git still pushes them). Anything else goes through fast-import.
 import { objectId, type PackedObject } from '../git/pack-objects.js';
 import { lockPath, type Change } from '../lock/pool-state.js';
