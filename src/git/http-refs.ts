@@ -28,7 +28,7 @@ import {
   parseLsRefs,
   type AdvertisedRef,
 } from './ls-refs.js';
-import { packOf, packRequest, type PackSource } from './session-pack.js';
+import { PackRequests, packOf, packRequest, type PackSource } from './session-pack.js';
 
 const ADVERTISEMENT = {
   path: '/info/refs?service=git-upload-pack',
@@ -55,8 +55,7 @@ export function httpRefsFor(
  */
 export class HttpRefs implements PackSource {
   private failed = false;
-  /** Whether a pack asked here failed: git fetches from then on. */
-  private packsFailed = false;
+  private readonly packRequests = new PackRequests();
   /**
    * How the server is asked, known after the first look: `ls-refs` (protocol v2, in the
    * repository's object format) or the whole advertisement (v0).
@@ -77,25 +76,16 @@ export class HttpRefs implements PackSource {
     return !this.failed && !this.signal.aborted && this.relay.usable;
   }
 
-  /**
-   * The pack of what `want` has beyond `haves`: once a look found the server speaks protocol v2
-   * in SHA-1 (pack-objects.ts reads those alone), until a pack failed.
-   */
+  /** The pack of what `want` has beyond `haves`, one request (see PackRequests). */
   async pack(
     want: string,
     haves: readonly string[],
     signal?: AbortSignal,
   ): Promise<Buffer | undefined> {
-    const protocol = this.protocol;
-    if (!this.usable || this.packsFailed || protocol?.version !== 2) return undefined;
-    if ((protocol.objectFormat ?? 'sha1') !== 'sha1') return undefined;
-    try {
-      return packOf(await this.uploadPack(packRequest(want, haves), signal));
-    } catch {
-      // Stopped: the caller sees its own signal. Anything else is git's to meet and report.
-      if (!signal?.aborted && !this.signal.aborted) this.packsFailed = true;
-      return undefined;
-    }
+    if (!this.usable) return undefined;
+    return this.packRequests.ask(this.protocol, [signal, this.signal], async () =>
+      packOf(await this.uploadPack(packRequest(want, haves), signal)),
+    );
   }
 
   /** No more looks (the connection is the relay's: it closes with the run). */

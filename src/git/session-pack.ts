@@ -17,6 +17,36 @@ export interface PackSource {
 }
 
 /**
+ * The run's own pack requests on a kept connection (HTTP(S) or SSH): only to a server that has
+ * answered in protocol v2 and SHA-1 (pack-objects.ts reads those alone), and only until one
+ * failed for any reason but a stop, after which git fetches for the rest of the run (and
+ * reports, in its own words, whatever stood in the way).
+ */
+export class PackRequests {
+  private failed = false;
+
+  /**
+   * `send`'s pack where `speaks` (protocol v2, SHA-1) and no request failed yet; undefined
+   * otherwise. `stops`: the signals whose abort is a stop, not a failure.
+   */
+  async ask(
+    speaks: { version?: number | undefined; objectFormat?: string | undefined } | undefined,
+    stops: readonly (AbortSignal | undefined)[],
+    send: () => Promise<Buffer>,
+  ): Promise<Buffer | undefined> {
+    if (this.failed || speaks?.version !== 2) return undefined;
+    if ((speaks.objectFormat ?? 'sha1') !== 'sha1') return undefined;
+    try {
+      return await send();
+    } catch {
+      // Stopped: the caller sees its own signal.
+      if (!stops.some((signal) => signal?.aborted)) this.failed = true;
+      return undefined;
+    }
+  }
+}
+
+/**
  * The request for the objects of `want` that `haves` lack (a SHA-1 repository's): one pack, no
  * progress, no delta on an object outside it (pack-objects.ts reads the pack alone).
  */

@@ -11,7 +11,7 @@
 // git's fetch starts four processes on the worker.
 import type { KeptRefs } from './kept-refs.js';
 import { lsRefsRequest, objectFormat, parseSessionAnswer, type AdvertisedRef } from './ls-refs.js';
-import { packRequest, sessionPackOf, type PackSource } from './session-pack.js';
+import { PackRequests, packRequest, sessionPackOf, type PackSource } from './session-pack.js';
 
 /**
  * One session with a fresh upload-pack: `input` is all of its stdin. Resolves with what it wrote
@@ -25,8 +25,7 @@ export type UploadPackSession = (
 
 export class SessionRefs implements KeptRefs, PackSource {
   private failed = false;
-  /** Whether a pack asked here failed: git fetches from then on. */
-  private packsFailed = false;
+  private readonly packRequests = new PackRequests();
   /** The protocol the server answered the first look in. */
   private version: 0 | 2 | undefined;
   /** The repository's object format, once a look learnt it is not sha1. */
@@ -38,7 +37,10 @@ export class SessionRefs implements KeptRefs, PackSource {
    * connection and so is the pack of a moved tip, neither a process on the worker, where git's
    * fetch at each poll starts four: the front looks, and asks for the pack once the tip moved.
    */
-  readonly cheaperThanFetch: boolean;
+  get cheaperThanFetch(): boolean {
+    return this.packs !== undefined;
+  }
+
   readonly packs: PackSource | undefined;
 
   constructor(
@@ -47,34 +49,26 @@ export class SessionRefs implements KeptRefs, PackSource {
     private readonly signal: AbortSignal,
     options: { packs?: boolean } = {},
   ) {
-    this.cheaperThanFetch = options.packs ?? false;
     this.packs = options.packs ? this : undefined;
   }
 
-  /**
-   * The pack of what `want` has beyond `haves`: once a look found the server speaks protocol v2
-   * in SHA-1 (pack-objects.ts reads those alone), until a pack failed.
-   */
+  /** The pack of what `want` has beyond `haves`, one upload-pack (see PackRequests). */
   async pack(
     want: string,
     haves: readonly string[],
     signal?: AbortSignal,
   ): Promise<Buffer | undefined> {
-    if (!this.packs || !this.usable || this.packsFailed || this.version !== 2) return undefined;
-    if (this.format !== undefined && this.format !== 'sha1') return undefined;
+    if (!this.packs || !this.usable) return undefined;
+    const speaks = { version: this.version, objectFormat: this.format };
     const stop = [this.signal, AbortSignal.timeout(this.settings.gitTimeoutMs)];
-    try {
+    return this.packRequests.ask(speaks, [signal, this.signal], async () => {
       const { status, stdout } = await this.session(
         packRequest(want, haves),
         AbortSignal.any(signal ? [...stop, signal] : stop),
       );
       if (status !== 0) throw new Error(`upload-pack exited with ${status}`);
       return sessionPackOf(stdout);
-    } catch {
-      // Stopped: the caller sees its own signal. Anything else is git's to meet and report.
-      if (!signal?.aborted && !this.signal.aborted) this.packsFailed = true;
-      return undefined;
-    }
+    });
   }
 
   get usable(): boolean {
