@@ -9,11 +9,12 @@
 //   session answers "has the branch moved?" as often as asked.
 // - objects: protocol v2's fetch takes any object the repository has by its id, packs included
 //   that landed after the session began.
-// So the run's first fetch (whose refs, the first listed, are fresh) opens the session: git runs
-// on it as on a connection of its own (pkt-session.ts). A put in line then asks HEAD on it at each
-// poll, a run whose push lost its race asks it for the tip that won, and a commit so seen is asked
-// on it by its id, by the run itself (session-pack.ts, written by pack-objects.ts) or else by
-// git's fetch. A fetch that lists refs on a session that has listed some, and anything when the
+// So the run's first fetch (whose refs, the first listed, are fresh) opens the session: the run
+// lists the branch (and the line) and asks the pack of its first commits itself (session-pack.ts),
+// or else git runs on it as on a connection of its own (pkt-session.ts). A put in line then asks
+// HEAD on it at each poll, a run whose push lost its race asks it for the tip that won, and a
+// commit so seen is asked on it by its id, by the run itself (session-pack.ts, written by
+// pack-objects.ts) or else by git's fetch. A fetch that lists refs on a session that has listed some, and anything when the
 // branch is not HEAD's (another branch, a detached or unborn HEAD), a v0 server or a session lost
 // more than a few times, goes to a connection of its own as before.
 import type { Socket } from 'node:net';
@@ -29,12 +30,24 @@ import {
   type FdCommand,
   type FdRunOptions,
 } from './fd-command.js';
-import { lsRefsRequest } from './ls-refs.js';
+import { lsRefsRequest, parseLsRefs, type AdvertisedRef } from './ls-refs.js';
 import { PktSession } from './pkt-session.js';
-import { packOf, packRequest, type PackSource } from './session-pack.js';
+import {
+  packAnswerOf,
+  packOf,
+  packRequest,
+  type PackSource,
+  type ShallowPack,
+} from './session-pack.js';
 
 /** A session lost this many times (a server that ends idle connections) ends the watch. */
 const MAX_SESSIONS = 3;
+
+/**
+ * A copy's first pack, at most: a lock repository's newest commits are a few KiB to a few hundred;
+ * a larger one is left to git's fetch.
+ */
+const MAX_FIRST_PACK_BYTES = 8 * 1024 * 1024;
 
 /** A put's kept session with a git:// lock repository. */
 export interface KeptSession extends PackSource {
@@ -49,6 +62,16 @@ export interface KeptSession extends PackSource {
    * undefined where it cannot (no session to be had, an answer it cannot read or too long).
    */
   pack(want: string, haves: readonly string[], signal?: AbortSignal): Promise<Buffer | undefined>;
+  /**
+   * The refs under `prefixes` as the server has them now, asked on a session that has listed none
+   * (the run's first fetch: later lists would be stale); undefined where it cannot.
+   */
+  refs(prefixes: readonly string[], signal?: AbortSignal): Promise<AdvertisedRef[] | undefined>;
+  /**
+   * The pack of commit `want` and the `depth` commits from it, and the commits whose parents it
+   * cut off (a copy's first fetch, session-pack.ts); undefined where it cannot.
+   */
+  firstPack(want: string, depth: number, signal?: AbortSignal): Promise<ShallowPack | undefined>;
   /**
    * Lets the session go until the next question (a put behind the first 16 in line: git daemon
    * counts it against `--max-connections`, 32 by default, and pauses a second when it is reached).
@@ -126,7 +149,17 @@ class DaemonSession implements KeptSession {
   }
 
   pack(want: string, haves: readonly string[], signal?: AbortSignal): Promise<Buffer | undefined> {
-    return this.serialized(() => this.askPack(want, haves, signal));
+    return this.serialized(() => this.asked(packRequest(want, haves), packOf, signal));
+  }
+
+  refs(prefixes: readonly string[], signal?: AbortSignal): Promise<AdvertisedRef[] | undefined> {
+    return this.serialized(() => this.list(prefixes, signal));
+  }
+
+  firstPack(want: string, depth: number, signal?: AbortSignal): Promise<ShallowPack | undefined> {
+    const request = packRequest(want, [], depth);
+    const maxBytes = MAX_FIRST_PACK_BYTES;
+    return this.serialized(() => this.asked(request, packAnswerOf, signal, { maxBytes }));
   }
 
   release(): void {
@@ -171,15 +204,19 @@ class DaemonSession implements KeptSession {
     }
   }
 
-  private async askPack(
-    want: string,
-    haves: readonly string[],
+  /** The session's own question, on the session it has or a new one; undefined where none. */
+  private async asked<T>(
+    request: Buffer,
+    read: (answer: Buffer) => T,
     signal: AbortSignal | undefined,
-  ): Promise<Buffer | undefined> {
+    { maxBytes, listing = false }: { maxBytes?: number; listing?: boolean } = {},
+  ): Promise<T | undefined> {
     if (!this.usable) return undefined;
     const timeout = AbortSignal.timeout(this.timeoutMs);
     const stop = AbortSignal.any([...(signal ? [signal] : []), this.signal, timeout]);
     const idle = this.session && !this.session.failed ? this.session : undefined;
+    // Refs listed on a session that has listed some would be stale.
+    if (listing && idle && this.listed) return undefined;
     let session: PktSession;
     try {
       session = idle ?? (await this.open(stop));
@@ -189,14 +226,28 @@ class DaemonSession implements KeptSession {
     }
     // Objects are written for SHA-1 repositories only (pack-objects.ts).
     if (this.format) return undefined;
+    if (listing) this.listed = true;
     try {
-      session.ask(packRequest(want, haves));
-      return packOf((await session.untilFlush(stop)).raw);
+      session.ask(request, maxBytes);
+      return read((await session.untilFlush(stop)).raw);
     } catch {
       // Left in the middle of an answer, or one it could not read: of no more use.
       this.drop();
       return undefined;
     }
+  }
+
+  private list(prefixes: readonly string[], signal: AbortSignal | undefined) {
+    return this.asked(
+      lsRefsRequest(prefixes, this.format),
+      (answer) => {
+        const refs = parseLsRefs(answer);
+        if (!refs) throw new Error('an ls-refs answer it cannot read');
+        return refs;
+      },
+      signal,
+      { listing: true },
+    );
   }
 
   /** git's fetch on the session; undefined where it must make a connection of its own. */

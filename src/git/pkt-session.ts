@@ -7,7 +7,10 @@ import { connect, type Socket } from 'node:net';
 import type { DaemonTarget } from './daemon-refs.js';
 import { isFlush, packetText, packets } from './ls-refs.js';
 
-/** An answer about a ref or two is a few lines; a session that sends this much is not answering. */
+/**
+ * An answer about a ref or two is a few lines, a commit's pack a few KiB: a session that sends
+ * this much is not answering (unless the request said more, see ask).
+ */
 const MAX_PENDING_BYTES = 64 * 1024;
 /** Kicks (see PktSession.kick) per answer, at most: an answer is a few writes. */
 const MAX_KICKS = 8;
@@ -28,6 +31,8 @@ export class PktSession {
    */
   private readonly owners: ('self' | 'git' | 'kick')[] = [];
   private readonly fromServer = new PktSplitter();
+  /** The most of an answer of the session's own held at once (see MAX_PENDING_BYTES). */
+  private maxPending = MAX_PENDING_BYTES;
   /** Where the answers owed to a relayed command go. */
   private toGit: ((packet: Buffer) => void) | undefined;
 
@@ -42,8 +47,12 @@ export class PktSession {
     return this.failure !== undefined;
   }
 
-  /** Sends a request of the session's own, whose answer untilFlush reads. */
-  ask(request: Buffer): void {
+  /**
+   * Sends a request of the session's own, whose answer untilFlush reads; `maxBytes`: the most it
+   * may be (a copy's first pack).
+   */
+  ask(request: Buffer, maxBytes = MAX_PENDING_BYTES): void {
+    this.maxPending = maxBytes;
     this.owners.push('self');
     this.socket.write(request);
   }
@@ -76,7 +85,7 @@ export class PktSession {
         this.kicks = 0;
       }
     }
-    if (this.pending.length > MAX_PENDING_BYTES) return this.fail(new Error('answer too long'));
+    if (this.pending.length > this.maxPending) return this.fail(new Error('answer too long'));
     // Part of an answer that is waited for, and more of it to come: see kick.
     const open = this.owners.length === owed && this.owners[0] !== 'kick';
     if (open && this.kicks < MAX_KICKS && this.kickRequest.length > 0) this.kick();

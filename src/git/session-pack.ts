@@ -48,14 +48,17 @@ export class PackRequests {
 
 /**
  * The request for the objects of `want` that `haves` lack (a SHA-1 repository's): one pack, no
- * progress, no delta on an object outside it (pack-objects.ts reads the pack alone).
+ * progress, no delta on an object outside it (pack-objects.ts reads the pack alone). With
+ * `depth`, only that many commits from `want` (a copy's first fetch: the answer names the
+ * commits whose parents it cut off, packAnswerOf).
  */
-export function packRequest(want: string, haves: readonly string[]): Buffer {
+export function packRequest(want: string, haves: readonly string[], depth?: number): Buffer {
   return Buffer.concat([
     pktLine('command=fetch\n'),
     Buffer.from('0001'),
     pktLine('no-progress\n'),
     pktLine('ofs-delta\n'),
+    ...(depth === undefined ? [] : [pktLine(`deepen ${depth}\n`)]),
     pktLine(`want ${want}\n`),
     ...haves.map((have) => pktLine(`have ${have}\n`)),
     pktLine('done\n'),
@@ -63,19 +66,33 @@ export function packRequest(want: string, haves: readonly string[]): Buffer {
   ]);
 }
 
+/** A pack with the commits whose parents its fetch cut off (a fetch with a depth). */
+export interface ShallowPack {
+  pack: Buffer;
+  shallow: string[];
+}
+
 /**
  * The pack in the answer to packRequest (its `packfile` section, side band 1), up to the flush
- * that ends it. Throws on anything else: another section first (the server asks something), a
- * message on side band 3 (its error), or no pack at all.
+ * that ends it, and the `shallow` lines of the `shallow-info` section a depth asked before it.
+ * Throws on anything else: another section (the server asks something), a message on side band 3
+ * (its error), or no pack at all.
  */
-export function packOf(answer: Buffer): Buffer {
+export function packAnswerOf(answer: Buffer): ShallowPack {
   const parts: Buffer[] = [];
+  const shallow: string[] = [];
   let section: string | undefined;
   for (const packet of packets(answer)) {
     if (isFlush(packet)) break;
     if (section === undefined) {
       section = packetText(packet);
-      if (section !== 'packfile') throw new Error(`a fetch answered with "${section}"`);
+      if (section !== 'packfile' && section !== 'shallow-info')
+        throw new Error(`a fetch answered with "${section}"`);
+      continue;
+    }
+    if (section === 'shallow-info') {
+      if (isDelimiter(packet)) section = undefined;
+      else shallow.push(shallowLine(packetText(packet)));
       continue;
     }
     const band = packet[4];
@@ -85,7 +102,26 @@ export function packOf(answer: Buffer): Buffer {
   }
   const pack = Buffer.concat(parts);
   if (pack.subarray(0, 4).toString('latin1') !== 'PACK') throw new Error('a fetch sent no pack');
-  return pack;
+  return { pack, shallow };
+}
+
+/** The pack in the answer to packRequest: see packAnswerOf. */
+export function packOf(answer: Buffer): Buffer {
+  return packAnswerOf(answer).pack;
+}
+
+function isDelimiter(packet: Buffer): boolean {
+  return packet.length === 4 && packet.toString('latin1') === '0001';
+}
+
+/**
+ * The commit of a `shallow <id>` line; throws on `unshallow` (a first fetch has nothing to
+ * deepen) or anything else.
+ */
+function shallowLine(line: string): string {
+  const match = /^shallow ([0-9a-f]{40})$/.exec(line);
+  if (!match) throw new Error(`a fetch answered "${line}" about its depth`);
+  return match[1]!;
 }
 
 /**

@@ -108,8 +108,15 @@ export class BranchCopy {
     );
   }
 
-  /** A new copy with `depth` commits of the branch: one process creates it and fetches. */
+  /**
+   * A new copy with `depth` commits of the branch: asked on the kept session and written here
+   * (firstFromSession), else one process creates it and fetches.
+   */
   async clone(depth: number): Promise<void> {
+    if (this.options.scratch && this.options.session?.usable) {
+      await this.init();
+      if (await this.firstFromSession(depth, [])) return;
+    }
     await this.empty();
     await this.branchMustExist(() =>
       this.git.run(
@@ -169,6 +176,10 @@ export class BranchCopy {
     reach: Reach,
     options: { refspecs?: readonly string[]; signal?: AbortSignal } = {},
   ): Promise<RemoteRef[]> {
+    if (this.fetchedTip === undefined && typeof reach === 'number') {
+      const refs = await this.firstFromSession(reach, options.refspecs ?? [], options.signal);
+      if (refs) return refs;
+    }
     const config = this.fetchConfig();
     await this.branchMustExist(
       () =>
@@ -222,6 +233,50 @@ export class BranchCopy {
    */
   fetchLocal(gitDir: string, id: string, reach: Reach, signal?: AbortSignal): Promise<void> {
     return this.fetchTip(gitDir, id, reach, signal);
+  }
+
+  /**
+   * The copy's first fetch (`depth` commits of the branch, and the refs `refspecs` name), asked on
+   * the kept git:// session (one ls-refs, one fetch) and written here: no process, where git's
+   * clone or fetch starts four (session-pack.ts). Only into an empty copy that goes with the run;
+   * the refs it read beside the branch, or undefined where it cannot (git fetches then: a branch
+   * the server does not have, a pack too large or one it cannot read).
+   */
+  private async firstFromSession(
+    depth: number,
+    refspecs: readonly string[],
+    signal?: AbortSignal,
+  ): Promise<RemoteRef[] | undefined> {
+    const { session, scratch, gitDir } = this.options;
+    if (!scratch || !session?.usable) return undefined;
+    const patterns = refspecs.map(sourcePattern);
+    if (patterns.some((pattern) => pattern === undefined)) return undefined;
+    const prefixes = (patterns as string[]).map((pattern) => pattern.replace(/\*$/, ''));
+    const refs = await session.refs([this.branchRef, ...prefixes], signal);
+    const tip = refs?.find(({ ref }) => ref === this.branchRef)?.id;
+    if (!refs || !tip) return undefined;
+    const answer = await session.firstPack(tip, depth, signal);
+    if (!answer) return undefined;
+    let objects: PackedObject[];
+    try {
+      objects = unpack(answer.pack);
+    } catch {
+      return undefined;
+    }
+    await writePack(gitDir, objects);
+    if (answer.shallow.length > 0)
+      await writeFile(join(gitDir, 'shallow'), answer.shallow.map((id) => `${id}\n`).join(''));
+    // Where clone and fetch put the tip: the branch (HEAD names it) and its tracking ref.
+    await Promise.all([
+      writeRef(gitDir, this.branchRef, tip),
+      writeRef(gitDir, this.trackingRef, tip),
+      writeFile(join(gitDir, 'HEAD'), `ref: ${this.branchRef}\n`),
+    ]);
+    // The newest last: the tip's folders are the ones kept should there be more than are kept.
+    this.options.fetched?.learn(objects.toReversed());
+    this.fetchedTip = tip;
+    this.knownDepth = depth;
+    return refs.filter(({ ref }) => ref !== this.branchRef && matchesAny(ref, patterns));
   }
 
   /**
@@ -368,4 +423,21 @@ export class BranchCopy {
       throw error;
     }
   }
+}
+
+/**
+ * The refs a fetch refspec's source names, as an ls-refs prefix (`[+]<src>*:<dst>*`, or one ref):
+ * undefined for a refspec that names no ref.
+ */
+function sourcePattern(refspec: string): string | undefined {
+  const source = refspec.replace(/^\+/, '').split(':')[0] ?? '';
+  if (!source.startsWith('refs/')) return undefined;
+  return source;
+}
+
+/** Whether `ref` is one of `patterns` (a pattern ending in `*` names every ref it starts). */
+function matchesAny(ref: string, patterns: readonly (string | undefined)[]): boolean {
+  return patterns.some((pattern) =>
+    pattern?.endsWith('*') ? ref.startsWith(pattern.slice(0, -1)) : ref === pattern,
+  );
 }

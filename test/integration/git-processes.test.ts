@@ -57,14 +57,17 @@ async function counted(script: 'check' | 'in' | 'out', request: object, args: st
 }
 
 describe('git processes per operation', () => {
-  it('an acquire runs fetch, ls-tree, fast-import and push, and nothing git can spare', async () => {
+  it('an acquire runs push alone, and nothing git can spare', async () => {
     const acquire = await counted('out', { params: { acquire: true } }, [await scratchDir()]);
-    expect(acquire.started).toEqual(['fetch', 'ls-tree', 'fast-import', 'push']);
+    // The first fetch is asked on the run's session and written by the run, which reads the pool
+    // from what it wrote and builds the claim's commit itself (git/session-pack.ts,
+    // repo/moved-commits.ts): no fetch, ls-tree or fast-import.
+    expect(acquire.started).toEqual(['push']);
     // No `git var` (the identity is known), no `git init` (the copy is four files), no
-    // `maintenance run` after the fetch, no `unpack-objects` after fast-import.
+    // `index-pack` or `unpack-objects`.
     expect(acquire.processes).not.toContain('var');
     expect(acquire.processes).not.toContain('init');
-    expect(acquire.processes).not.toContain('maintenance');
+    expect(acquire.processes).not.toContain('index-pack');
     expect(acquire.processes).not.toContain('unpack-objects');
     expect(await repo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
 
@@ -74,12 +77,12 @@ describe('git processes per operation', () => {
     // The claim's trailers come with the log that reads its lease: no `git show` of its own. The
     // log that finds the claim says what its lock file holds (no ls-tree), and nothing can have
     // touched the lock after the tip (no rev-list).
-    expect(fetched.started).toEqual(['clone', 'log', 'log', 'unpack-file']);
+    expect(fetched.started).toEqual(['log', 'log', 'unpack-file']);
 
     const release = await counted('out', { params: { release: 'lock' } }, [
       await lockStep('lock-a'),
     ]);
-    expect(release.started).toEqual(['clone', 'ls-tree', 'fast-import', 'push']);
+    expect(release.started).toEqual(['push']);
     expect(release.processes).not.toContain('var');
     expect(release.processes).not.toContain('unpack-objects');
     expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
@@ -89,14 +92,14 @@ describe('git processes per operation', () => {
     expect(check.processes).not.toContain('maintenance');
   });
 
-  it('a release from the get of its claim reads the claim from the commits it cloned', async () => {
+  it('a release from the get of its claim reads the claim from the commits it fetched', async () => {
     const acquire = await counted('out', { params: { acquire: true } }, [await scratchDir()]);
     const step = await scratchDir();
     await counted('in', { version: (acquire.response as Response).version }, [join(step, 'lock')]);
     const release = await counted('out', { params: { release: 'lock' } }, [step]);
     // The claim's commit and its renewals since, one log each; the tip it reads them at is the
-    // one it cloned, which needs no `rev-parse` to be there.
-    expect(release.started).toEqual(['clone', 'ls-tree', 'log', 'log', 'fast-import', 'push']);
+    // one it fetched, which needs no `rev-parse` to be there.
+    expect(release.started).toEqual(['log', 'log', 'push']);
     expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
   });
 
@@ -117,12 +120,13 @@ describe('git processes per operation', () => {
     await otherClone(repo).add('lock-b');
     const { response, started, commands } = await waiting;
     expect((response as Response).metadata).toContainEqual({ name: 'lock_name', value: 'lock-b' });
-    // From the server, its first fetch only: the commit it saw come is asked on the session and
-    // written by the run. (The holders its progress names are fetched from its copy, locally.)
+    // Nothing from the server by git: its first fetch and the commit it saw come are asked on
+    // the session and written by the run. (The holders its progress names are fetched from its
+    // copy, locally.)
     const fromServer = commands.filter(
       ([name, ...args]) => name === 'fetch' && args.includes('fd::3'),
     );
-    expect(fromServer).toHaveLength(1);
+    expect(fromServer).toHaveLength(0);
     expect(started).not.toContain('unpack-objects');
   });
 
