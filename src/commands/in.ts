@@ -8,6 +8,7 @@ import { lockNameProblem } from '../base/lock-name.js';
 import { lockPath } from '../lock/pool-state.js';
 import { formatInstant } from '../repo/lock-holders.js';
 import { parseInRequest, type InRequest } from '../protocol/request.js';
+import { keptRefsFor } from '../git/kept-refs.js';
 import { keptSession, lockResponse, openSession, readRequest } from '../run/session.js';
 
 /** Commits fetched from the tip at first (the window widens fourfold when a question needs it). */
@@ -27,7 +28,12 @@ export async function runIn(ctx: CommandContext) {
     join(environment.home, 'repository'),
     source.uri,
     source.branch,
-    { scratch: true, session: keptSession(source, ctx) },
+    {
+      scratch: true,
+      session: keptSession(source, ctx),
+      // Over HTTP(S) the first fetch is asked on the relay's connection by the run itself.
+      packs: keptRefsFor(git, source, ctx.signal)?.packs,
+    },
   );
   return fetchLock(ctx, request, dest, history);
 }

@@ -28,7 +28,13 @@ import {
   parseLsRefs,
   type AdvertisedRef,
 } from './ls-refs.js';
-import { PackRequests, packOf, packRequest, type PackSource } from './session-pack.js';
+import {
+  PackRequests,
+  packAnswerOf,
+  packRequest,
+  type PackSource,
+  type ShallowPack,
+} from './session-pack.js';
 
 const ADVERTISEMENT = {
   path: '/info/refs?service=git-upload-pack',
@@ -82,9 +88,25 @@ export class HttpRefs implements PackSource {
     haves: readonly string[],
     signal?: AbortSignal,
   ): Promise<Buffer | undefined> {
+    return (await this.askPack(packRequest(want, haves), signal))?.pack;
+  }
+
+  /** A copy's first commits, one request (see PackSource.firstPack). */
+  firstPack(want: string, depth: number, signal?: AbortSignal): Promise<ShallowPack | undefined> {
+    return this.askPack(packRequest(want, [], depth), signal);
+  }
+
+  /** listRefs, for a copy's first fetch: undefined where it fails (the looks end then too). */
+  refs(prefixes: readonly string[]): Promise<AdvertisedRef[] | undefined> {
+    return this.usable
+      ? this.listRefs(prefixes).catch(() => undefined)
+      : Promise.resolve(undefined);
+  }
+
+  private async askPack(request: Buffer, signal?: AbortSignal) {
     if (!this.usable) return undefined;
     return this.packRequests.ask(this.protocol, [signal, this.signal], async () =>
-      packOf(await this.uploadPack(packRequest(want, haves), signal)),
+      packAnswerOf(await this.uploadPack(request, signal)),
     );
   }
 

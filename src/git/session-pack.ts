@@ -1,9 +1,11 @@
-// A protocol v2 `fetch` the run asks itself, on its kept git:// session (daemon-session.ts) or as
-// one request on the kept HTTP(S) connection (http-refs.ts): the objects one commit has beyond the
-// copy's tip, as a pack (pack-objects.ts writes its objects). git's own fetch of the same commit
-// starts four processes (fetch, remote-fd or remote-http, unpack-objects and the rev-list of its
-// connectivity check); a put waiting in line fetches at every move.
-import { isFlush, packetText, packets, pktLine } from './ls-refs.js';
+// A protocol v2 `fetch` the run asks itself, on its kept git:// session (daemon-session.ts), as
+// one request on the kept HTTP(S) connection (http-refs.ts) or as an upload-pack on the shared SSH
+// connection (session-refs.ts): the objects one commit has beyond the copy's tip, or (git:// and
+// HTTP(S)) a copy's first commits, as a pack (pack-objects.ts writes its objects). git's own fetch of the same
+// starts four processes (fetch or clone, its remote helper, unpack-objects or index-pack, and the
+// rev-list of its connectivity check); a put waiting in line fetches at every move, and every run
+// fetches once.
+import { isFlush, packetText, packets, pktLine, type AdvertisedRef } from './ls-refs.js';
 
 /** Where the run asks for a commit's pack itself. */
 export interface PackSource {
@@ -14,6 +16,18 @@ export interface PackSource {
    * it cannot be had so (git fetches then).
    */
   pack(want: string, haves: readonly string[], signal?: AbortSignal): Promise<Buffer | undefined>;
+  /**
+   * The refs under `prefixes` as the server has them now, for a copy's first fetch; undefined
+   * where they cannot be had so (git fetches then). None over SSH: each question there is an
+   * upload-pack of its own on the server, so the refs and then the pack would cost it two where
+   * git's fetch costs one (git://'s session and HTTP(S)'s requests cost the server what git's do).
+   */
+  refs?(prefixes: readonly string[], signal?: AbortSignal): Promise<AdvertisedRef[] | undefined>;
+  /**
+   * The pack of commit `want` and the `depth` commits from it, and the commits whose parents it
+   * cut off (a copy's first fetch); undefined where it cannot be had so (git fetches then).
+   */
+  firstPack?(want: string, depth: number, signal?: AbortSignal): Promise<ShallowPack | undefined>;
 }
 
 /**
@@ -29,11 +43,11 @@ export class PackRequests {
    * `send`'s pack where `speaks` (protocol v2, SHA-1) and no request failed yet; undefined
    * otherwise. `stops`: the signals whose abort is a stop, not a failure.
    */
-  async ask(
+  async ask<T>(
     speaks: { version?: number | undefined; objectFormat?: string | undefined } | undefined,
     stops: readonly (AbortSignal | undefined)[],
-    send: () => Promise<Buffer>,
-  ): Promise<Buffer | undefined> {
+    send: () => Promise<T>,
+  ): Promise<T | undefined> {
     if (this.failed || speaks?.version !== 2) return undefined;
     if ((speaks.objectFormat ?? 'sha1') !== 'sha1') return undefined;
     try {

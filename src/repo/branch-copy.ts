@@ -113,7 +113,7 @@ export class BranchCopy {
    * (firstFromSession), else one process creates it and fetches.
    */
   async clone(depth: number): Promise<void> {
-    if (this.options.scratch && this.options.session?.usable) {
+    if (this.options.scratch && this.packSource?.firstPack) {
       await this.init();
       if (await this.firstFromSession(depth, [])) return;
     }
@@ -235,27 +235,35 @@ export class BranchCopy {
     return this.fetchTip(gitDir, id, reach, signal);
   }
 
+  /** Where the run asks for packs itself: the kept git:// session, else the kept connection. */
+  private get packSource(): PackSource | undefined {
+    const { session, packs } = this.options;
+    return session?.usable ? session : packs?.usable ? packs : undefined;
+  }
+
   /**
    * The copy's first fetch (`depth` commits of the branch, and the refs `refspecs` name), asked on
-   * the kept git:// session (one ls-refs, one fetch) and written here: no process, where git's
-   * clone or fetch starts four (session-pack.ts). Only into an empty copy that goes with the run;
-   * the refs it read beside the branch, or undefined where it cannot (git fetches then: a branch
-   * the server does not have, a pack too large or one it cannot read).
+   * the kept git:// session or HTTP(S) connection (an ls-refs, then a fetch) and written
+   * here: no process, where git's clone or fetch starts four (session-pack.ts). Only into an empty
+   * copy that goes with the run; the refs it read beside the branch, or undefined where it cannot
+   * (git fetches then: a branch the server does not have, a v0 server, a pack too large or one it
+   * cannot read).
    */
   private async firstFromSession(
     depth: number,
     refspecs: readonly string[],
     signal?: AbortSignal,
   ): Promise<RemoteRef[] | undefined> {
-    const { session, scratch, gitDir } = this.options;
-    if (!scratch || !session?.usable) return undefined;
+    const { scratch, gitDir } = this.options;
+    const source = this.packSource;
+    if (!scratch || !source?.refs || !source.firstPack) return undefined;
     const patterns = refspecs.map(sourcePattern);
     if (patterns.some((pattern) => pattern === undefined)) return undefined;
     const prefixes = (patterns as string[]).map((pattern) => pattern.replace(/\*$/, ''));
-    const refs = await session.refs([this.branchRef, ...prefixes], signal);
+    const refs = await source.refs([this.branchRef, ...prefixes], signal);
     const tip = refs?.find(({ ref }) => ref === this.branchRef)?.id;
     if (!refs || !tip) return undefined;
-    const answer = await session.firstPack(tip, depth, signal);
+    const answer = await source.firstPack(tip, depth, signal);
     if (!answer) return undefined;
     let objects: PackedObject[];
     try {
@@ -285,9 +293,9 @@ export class BranchCopy {
    * fetch starts four (session-pack.ts). False where it cannot tell (the caller fetches with git).
    */
   private async unpackFromSession(id: string, signal?: AbortSignal): Promise<boolean> {
-    const { session, packs, gitDir } = this.options;
+    const { gitDir } = this.options;
     const since = this.fetchedTip;
-    const source = session?.usable ? session : packs?.usable ? packs : undefined;
+    const source = this.packSource;
     if (!source || since === undefined) return false;
     const pack = await source.pack(id, [since], signal);
     if (!pack) return false;

@@ -6,6 +6,7 @@ import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { OperationError } from '../base/errors.js';
 import type { KeptSession } from '../git/daemon-session.js';
+import type { PackSource } from '../git/session-pack.js';
 import type { Git } from '../git/git.js';
 import { lockPath, type LockState } from '../lock/pool-state.js';
 import { BranchCopy } from './branch-copy.js';
@@ -70,11 +71,16 @@ export class BranchHistory {
     private readonly branch: string,
     /**
      * `scratch`: the copy goes with the run (see BranchCopyOptions.scratch); `session`: a git://
-     * repository's kept session, which takes the first fetch (see BranchCopyOptions.session).
+     * repository's kept session, which takes the first fetch (see BranchCopyOptions.session);
+     * `packs`: over HTTP(S), the kept connection that does (BranchCopyOptions.packs).
      */
-    { scratch = false, session }: { scratch?: boolean; session?: KeptSession } = {},
+    {
+      scratch = false,
+      session,
+      packs,
+    }: { scratch?: boolean; session?: KeptSession; packs?: PackSource } = {},
   ) {
-    this.copy = new BranchCopy(git, { uri, branch, gitDir, scratch, session });
+    this.copy = new BranchCopy(git, { uri, branch, gitDir, scratch, session, packs });
   }
 
   /** How many commits from the tip the copy holds, as last fetched. */

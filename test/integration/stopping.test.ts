@@ -248,11 +248,14 @@ describe('every stop signal and every waiting operation', () => {
 describe('SIGKILL', () => {
   it('closes both pipes within 1 s even while git hangs on a silent remote', async () => {
     silent = await startSilentServer();
-    // Over HTTP git runs at once (the run's relay answers it), hanging on the relay.
-    const run = await start(
-      { source: source(`http://127.0.0.1:${silent.port}/locks.git`), params: { acquire: true } },
-      await stepFolder('unused'),
+    // Over HTTP a check's clone is git's, which starts at once (the run's relay answers it) and
+    // hangs on the relay.
+    const run = await startStoppable(
+      'check',
+      { source: source(`http://127.0.0.1:${silent.port}/locks.git`) },
+      [],
     );
+    runs.push(run);
     await waitForProcess(run, /git.* (fetch|clone)/);
     const killed = await stop(run, 'SIGKILL');
     expect(killed.signal).toBe('SIGKILL');
@@ -297,11 +300,11 @@ describe('a remote that accepts connections and never answers', () => {
         },
         await stepFolder('unused'),
       );
-      // Over git:// an acquire's first fetch opens the session it keeps (git/daemon-session.ts):
-      // the run waits for the server's first words before git starts.
-      if (scheme === 'git')
-        expect(await eventually(() => silent!.connections() > 0, 20_000)).toBe(true);
-      else await waitForProcess(run, /git.* (fetch|clone)/);
+      // Over git:// an acquire's first fetch opens the session it keeps (git/daemon-session.ts),
+      // and over HTTP the run asks for it on the relay's connection (git/http-refs.ts): the run
+      // waits for the server's first words before git starts. Over SSH git starts at once.
+      if (scheme === 'ssh') await waitForProcess(run, /git.* (fetch|clone)/);
+      else expect(await eventually(() => silent!.connections() > 0, 20_000)).toBe(true);
       const stopped = await stop(run, 'SIGTERM');
       expect(stopped.code).toBe(143);
       expect(stopped.stdout).toBe('');
