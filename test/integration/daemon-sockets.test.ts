@@ -93,16 +93,20 @@ async function waitingInLine() {
   return waiting;
 }
 
+/** An acquire over `url` that succeeded: its answer. */
+async function acquireOver(url: string): Promise<{ version: { ref: string } }> {
+  const result = await runCommand('out', {
+    stdin: { source: source(repo, { uri: url }), params: { acquire: true } },
+    args: [await buildFolder()],
+    env: env(),
+  });
+  return succeeded(result) as { version: { ref: string } };
+}
+
 describe('git over the run’s own connections to git daemon', () => {
   it('an acquire, its get and the release fetch on the run’s session and push on a socket of the run', async () => {
     const url = daemon.url(repo.bare);
-    const acquired = succeeded(
-      await runCommand('out', {
-        stdin: { source: source(repo, { uri: url }), params: { acquire: true } },
-        args: [await buildFolder()],
-        env: env(),
-      }),
-    ) as { version: { ref: string } };
+    const acquired = await acquireOver(url);
     succeeded(
       await runCommand('in', {
         stdin: { source: source(repo, { uri: url }), version: acquired.version },
@@ -130,13 +134,7 @@ describe('git over the run’s own connections to git daemon', () => {
 
   it('a get of a claim further back than the first fetch reached deepens the copy the run wrote', async () => {
     const url = daemon.url(repo.bare);
-    const acquired = succeeded(
-      await runCommand('out', {
-        stdin: { source: source(repo, { uri: url }), params: { acquire: true } },
-        args: [await buildFolder()],
-        env: env(),
-      }),
-    ) as { version: { ref: string } };
+    const acquired = await acquireOver(url);
     // Twenty commits that leave the claim alone: the get's first 16 commits do not reach it.
     for (let i = 0; i < 20; i++) await otherClone(repo).add(`lock-${i}`);
     const dest = join(await buildFolder(), 'lock');
