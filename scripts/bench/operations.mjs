@@ -2,7 +2,7 @@
 // The operations (acquire, in, release, a cold and a warm check, and an acquire, get and release
 // of three locks at once) per history size, timed in rounds next to the plain-git floor, with
 // their git connections and peak memory.
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { plainGitClaim } from './floor.mjs';
@@ -239,7 +239,12 @@ export async function measureMemory(root, sizes) {
         const [name, request, options] = await operation(size, r);
         r[key] = await script(name, request, { ...options, peakFile, pathFirst: shim });
         peaks.get(size).any[key].push(await largest(peakFile));
-        peaks.get(size).git[key].push(await largest(gitPeaks));
+        // No file: the operation ran no git command (`in` over git:// reads what it fetched).
+        const ranGit = await stat(gitPeaks).then(
+          () => true,
+          () => false,
+        );
+        peaks.get(size).git[key].push(ranGit ? await largest(gitPeaks) : 0);
       }
       size.lastVersion = r.checkWarm.result.at(-1);
       await rm(r.root, { recursive: true, force: true });

@@ -69,14 +69,20 @@ export function printTable(results, contentionResult, ssh, https) {
       lines.push('');
       lines.push(pad(title, 26) + cols.map((c) => pad(c, width)).join('') + 'largest / smallest');
       for (const [label, key] of rows.slice(0, 8)) {
+        // 0: no such process (an operation that ran no git command).
+        const ran = results.every((r) => r[field][key] > 0);
         lines.push(
           pad(label, 26) +
-            results.map((r) => pad(r[field][key].toFixed(1), width)).join('') +
-            ratio(last[field][key], first[field][key]),
+            results
+              .map((r) => pad(r[field][key] > 0 ? r[field][key].toFixed(1) : '–', width))
+              .join('') +
+            (ran ? ratio(last[field][key], first[field][key]) : ''),
         );
       }
     }
-    lines.push('  (the largest single process of an operation: any, then its git commands alone)');
+    lines.push(
+      '  (the largest single process of an operation: any, then its git commands alone; – none ran)',
+    );
   } else {
     lines.push('');
     lines.push(`peak memory: not measured (${TIME} is missing: apt-get install time)`);

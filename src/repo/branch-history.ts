@@ -24,10 +24,13 @@ import {
 } from './git-output.js';
 import {
   claimFromTrailers,
+  inRenewalLog,
   renewalLogArgs,
   renewedLeases,
   trailerValues,
 } from './claim-trailers.js';
+import { changesBelow } from './commit-diff.js';
+import { FetchedObjects } from './fetched-objects.js';
 
 /** How much wider each deepening makes the window. */
 const DEEPEN_FACTOR = 4;
@@ -60,6 +63,8 @@ export type CommitTest = (record: ChangeLogRecord) => boolean;
 export class BranchHistory {
   private depth = 0;
   private readonly copy: BranchCopy;
+  /** What the copy fetched itself (its first fetch, on a kept session or connection), parsed. */
+  private readonly fetched = new FetchedObjects();
   /** What the commit lockCommitAt found last changed, as its log printed it. */
   private lockCommitChanges: { commit: string; changes: RawChange[] } | undefined;
 
@@ -80,7 +85,15 @@ export class BranchHistory {
       packs,
     }: { scratch?: boolean; session?: KeptSession; packs?: PackSource } = {},
   ) {
-    this.copy = new BranchCopy(git, { uri, branch, gitDir, scratch, session, packs });
+    this.copy = new BranchCopy(git, {
+      uri,
+      branch,
+      gitDir,
+      scratch,
+      session,
+      packs,
+      fetched: this.fetched,
+    });
   }
 
   /** How many commits from the tip the copy holds, as last fetched. */
@@ -147,6 +160,8 @@ export class BranchHistory {
 
   /** The newest commit at or before `commit` that changed a lock of `pool`, and that lock's name. */
   async lockCommitAt(commit: string, pool: string): Promise<LockAtCommit | undefined> {
+    const kept = await this.keptLockCommit(commit, pool);
+    if (kept) return kept;
     for (;;) {
       const shallow = await this.shallowCommits();
       // --raw rather than --name-only: what each path holds after the commit comes with it, so
@@ -173,6 +188,22 @@ export class BranchHistory {
       }
       if (!(await this.deepen())) return undefined;
     }
+  }
+
+  /**
+   * lockCommitAt read from what the copy fetched itself, where `commit` changed a lock of `pool`
+   * and its folders are kept (commit-diff.ts); undefined otherwise (git's log walks further).
+   */
+  private async keptLockCommit(commit: string, pool: string) {
+    if ((await this.shallowCommits()).has(commit)) return undefined;
+    const changes = changesBelow(this.fetched, commit, pool);
+    for (const { path } of changes ?? []) {
+      const lock = lockAtPath(pool, path);
+      if (!lock) continue;
+      this.lockCommitChanges = { commit, changes: changes! };
+      return { commit, name: lock.name };
+    }
+    return undefined;
   }
 
   /** Where the lock sits at `commit`, and its file's object id there. */
@@ -245,9 +276,11 @@ export class BranchHistory {
    */
   async claimOf(commit: string, name: string): Promise<CommitClaim> {
     // One command for the claim and its renewals; its parents are in the window, as `commit` is
-    // not cut off.
-    const out = await this.run(renewalLogArgs([this.tip, '--not', `${commit}^@`]));
-    const log = parseHolderLog(out);
+    // not cut off. The tip alone is read from what the copy fetched, where it was.
+    const kept = commit === this.tip ? this.fetched.holderRecord(commit) : undefined;
+    const log = kept
+      ? [kept].filter(({ body }) => inRenewalLog(body))
+      : parseHolderLog(await this.run(renewalLogArgs([this.tip, '--not', `${commit}^@`])));
     const trailers = log.find((record) => record.commit === commit)?.trailers;
     const claim = { ...claimFromTrailers(trailers ?? ''), trailers };
     if (claim.token === undefined) return claim;
@@ -279,6 +312,8 @@ export class BranchHistory {
 
   /** Writes a blob's bytes, exactly, to `target`. */
   async writeBlob(blob: string, target: string): Promise<void> {
+    const kept = this.fetched.blob(blob);
+    if (kept) return writeFile(target, kept);
     // unpack-file writes the blob to a temporary file in the repository and prints its name.
     const temporary = join(this.gitDir, (await this.run(['unpack-file', blob])).trim());
     try {

@@ -48,13 +48,21 @@ export function renewalLogArgs(revisions: readonly string[]): string[] {
   return [
     'log',
     '-z',
-    `--grep=^${RENEWING}`,
-    '--grep=^claiming: ',
-    '--grep=^adding claimed: ',
+    ...RENEWAL_LOG_SUBJECTS.map((subject) => `--grep=^${subject}`),
     `--format=${HOLDER_LOG_FORMAT}`,
     ...revisions,
     '--',
   ];
+}
+
+/** The messages renewalLogArgs's log keeps: a line of theirs starts so (git's --grep). */
+const RENEWAL_LOG_SUBJECTS = [RENEWING, 'claiming: ', 'adding claimed: '];
+
+/** Whether renewalLogArgs's log keeps a commit with this message. */
+export function inRenewalLog(message: string): boolean {
+  return message
+    .split('\n')
+    .some((line) => RENEWAL_LOG_SUBJECTS.some((subject) => line.startsWith(subject)));
 }
 
 /**

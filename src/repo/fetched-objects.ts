@@ -7,7 +7,7 @@
 // and the folders it lists are kept too. An object's id names its bytes: nothing kept here is ever
 // stale.
 import type { PackedObject } from '../git/pack-objects.js';
-import type { TreeEntry } from './git-output.js';
+import type { HolderLogRecord, TreeEntry } from './git-output.js';
 
 /** One entry of a tree: what `ls-tree` prints of it, with its name for its path. */
 export interface TreeChild {
@@ -24,6 +24,8 @@ interface ParsedCommit {
   committedAt: number;
   /** The `Claim-Token` trailers' values; undefined where git's own reading is needed. */
   claimTokens: string[] | undefined;
+  /** What the holder log (git-output.ts) reads of it; undefined where git's reading is needed. */
+  record: Omit<HolderLogRecord, 'commit' | 'paths'> | undefined;
 }
 
 /**
@@ -34,12 +36,17 @@ interface ParsedCommit {
 const KEPT_COMMITS = 256;
 const KEPT_TREES = 64;
 
+/** Lock files are small: the newest of them are kept whole, for `in` to write out. */
+const KEPT_BLOBS = 64;
+const KEPT_BLOB_BYTES = 64 * 1024;
+
 /** A walk of the commits between two tips goes no further: git reads a longer one. */
 const WALK_LIMIT = 1024;
 
 export class FetchedObjects {
   private readonly commits = new Map<string, ParsedCommit>();
   private readonly trees = new Map<string, TreeChild[]>();
+  private readonly blobs = new Map<string, Buffer>();
   /** Folders above the pool that ls-tree listed: the one entry on the way to it, by their id. */
   private readonly onTheWay = new Map<string, TreeChild>();
 
@@ -52,6 +59,8 @@ export class FetchedObjects {
       } else if (object.type === 'tree') {
         const children = parseTreeObject(object.data);
         if (children) keep(this.trees, object.id, children, KEPT_TREES);
+      } else if (object.type === 'blob' && object.data.length <= KEPT_BLOB_BYTES) {
+        keep(this.blobs, object.id, object.data, KEPT_BLOBS);
       }
     }
   }
@@ -126,6 +135,25 @@ export class FetchedObjects {
     return this.commits.get(commit)?.tree;
   }
 
+  /** The parents of a kept commit. */
+  parentsOf(commit: string): readonly string[] | undefined {
+    return this.commits.get(commit)?.parents;
+  }
+
+  /**
+   * What `git log --format=HOLDER_LOG_FORMAT` prints of a kept commit (no paths), where its
+   * message is read as git reads it; undefined otherwise.
+   */
+  holderRecord(commit: string): HolderLogRecord | undefined {
+    const record = this.commits.get(commit)?.record;
+    return record && { commit, ...record, paths: [] };
+  }
+
+  /** A kept file's bytes. */
+  blob(id: string): Buffer | undefined {
+    return this.blobs.get(id);
+  }
+
   /** The entries of a kept folder, whole, in its order; undefined where it is not kept whole. */
   folder(tree: string): readonly TreeChild[] | undefined {
     return this.trees.get(tree);
@@ -192,6 +220,7 @@ function parseCommit(data: Buffer): ParsedCommit | undefined {
   const parents: string[] = [];
   let tree: string | undefined;
   let committedAt: number | undefined;
+  let author: { who: string; time: number } | undefined;
   let encoded = false;
   for (const header of headers) {
     if (header.startsWith('tree ')) tree = header.slice(5);
@@ -200,17 +229,76 @@ function parseCommit(data: Buffer): ParsedCommit | undefined {
     else if (header.startsWith('committer ')) {
       const seconds = Number(header.split(' ').at(-2));
       if (Number.isSafeInteger(seconds) && seconds > 0) committedAt = seconds * 1000;
-    }
+    } else if (header.startsWith('author ')) author = identity(header.slice(7));
   }
   if (!tree || committedAt === undefined) return undefined;
   // git re-encodes a message in another encoding: its log reads those.
   const message = end < 0 ? '' : text.slice(end + 2);
-  return { parents, tree, committedAt, claimTokens: encoded ? undefined : claimTokens(message) };
+  if (encoded) return { parents, tree, committedAt, claimTokens: undefined, record: undefined };
+  const trailers = trailerLines(message);
+  const record =
+    author && trailers !== undefined
+      ? { time: author.time, author: author.who, trailers, body: message }
+      : undefined;
+  return { parents, tree, committedAt, claimTokens: claimTokens(message), record };
+}
+
+/** `Name <email>` and the time, in seconds, of an author header; undefined where unusual. */
+function identity(value: string): { who: string; time: number } | undefined {
+  const match = /^(.*) <([^<>]*)> (\d+) [+-]\d{4}$/.exec(value);
+  if (!match) return undefined;
+  const time = Number(match[3]);
+  return Number.isSafeInteger(time) ? { who: `${match[1]} <${match[2]}>`, time } : undefined;
 }
 
 /** A trailer line: a key of letters, digits and dashes, then its colon (git's trailer.c). */
 const TRAILER = /^[A-Za-z0-9-]+[ \t]*:/;
 const CLAIM_TOKEN = /^claim-token[ \t]*:/i;
+
+/**
+ * What `%(trailers:only,unfold)` prints for `message` (`Key: value` lines, each ending in a
+ * newline): see lastParagraph, whose every line here must be a trailer with a value or continue
+ * one. Undefined where git's reading may differ (lastParagraph's cases, a key followed by blanks,
+ * an empty value); '' for a message of a subject alone.
+ */
+export function trailerLines(message: string): string | undefined {
+  const paragraphs = paragraphsOf(message);
+  if (paragraphs?.length === 1 && !paragraphs[0]!.includes('\n')) return '';
+  const last = lastParagraph(message);
+  if (last === undefined) return undefined;
+  const trailers: [key: string, value: string[]][] = [];
+  for (const [index, line] of last.split('\n').entries()) {
+    if (/^[ \t]/.test(line)) {
+      if (index === 0) return undefined;
+      trailers.at(-1)![1].push(line.trim());
+      continue;
+    }
+    const match = /^([A-Za-z0-9-]+):(.*)$/.exec(line);
+    if (!match) return undefined;
+    trailers.push([match[1]!, [match[2]!.trim()]]);
+  }
+  const lines = trailers.map(([key, parts]) => [key, parts.filter(Boolean).join(' ')] as const);
+  if (lines.some(([, value]) => value === '')) return undefined;
+  return lines.map(([key, value]) => `${key}: ${value}\n`).join('');
+}
+
+/**
+ * The paragraphs of `message`; undefined where git's trailer reading may differ from what is read
+ * here (a patch or comment line, a carriage return).
+ */
+function paragraphsOf(message: string): string[] | undefined {
+  if (message.includes('\r') || /^(---|#)/m.test(message)) return undefined;
+  return message
+    .split(/\n[ \t]*\n/)
+    .map((paragraph) => paragraph.replace(/^\n+|\s+$/g, ''))
+    .filter((paragraph) => paragraph !== '');
+}
+
+/** The last paragraph of `message` past its subject, where git reads its trailers there. */
+function lastParagraph(message: string): string | undefined {
+  const paragraphs = paragraphsOf(message);
+  return paragraphs && paragraphs.length >= 2 ? paragraphs.at(-1) : undefined;
+}
 
 /**
  * The values `%(trailers:key=Claim-Token,valueonly,unfold)` prints for `message`: from its last
@@ -220,13 +308,8 @@ const CLAIM_TOKEN = /^claim-token[ \t]*:/i;
  */
 export function claimTokens(message: string): string[] | undefined {
   if (!/claim-token/i.test(message)) return [];
-  if (message.includes('\r') || /^(---|#)/m.test(message)) return undefined;
-  const paragraphs = message
-    .split(/\n[ \t]*\n/)
-    .map((paragraph) => paragraph.replace(/^\n+|\s+$/g, ''))
-    .filter((paragraph) => paragraph !== '');
-  const last = paragraphs.at(-1);
-  if (paragraphs.length < 2 || last === undefined) return undefined;
+  const last = lastParagraph(message);
+  if (last === undefined) return undefined;
   const tokens: string[] = [];
   /** The Claim-Token being read, its continuation lines too (unfolded with a space). */
   let current: string[] | undefined;

@@ -3,11 +3,12 @@
 // first on PATH notes each command the resource runs and turns on git's trace for it (and so for
 // the processes git starts in turn), over git daemon, so that the server's own git is not counted.
 import { execFileSync } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
 import { gitShim, type GitShim } from '../helpers/git-shim.js';
-import { createLockRepo, type LockRepo } from '../helpers/lock-repo.js';
+import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
 import { runCommand } from '../helpers/run-command.js';
 import { source } from '../helpers/source.js';
 import { eventually } from '../helpers/eventually.js';
@@ -71,13 +72,18 @@ describe('git processes per operation', () => {
     expect(acquire.processes).not.toContain('unpack-objects');
     expect(await repo.state('pool')).toEqual({ claimed: ['lock-a'], unclaimed: [] });
 
+    const dest = join(await scratchDir(), 'lock');
     const fetched = await counted('in', { version: (acquire.response as Response).version }, [
-      join(await scratchDir(), 'lock'),
+      dest,
     ]);
-    // The claim's trailers come with the log that reads its lease: no `git show` of its own. The
-    // log that finds the claim says what its lock file holds (no ls-tree), and nothing can have
-    // touched the lock after the tip (no rev-list).
-    expect(fetched.started).toEqual(['log', 'log', 'unpack-file']);
+    // The claim is the tip the get fetched itself: which lock it claimed, its trailers and the
+    // lock's file are read from what came (repo/commit-diff.ts, FetchedObjects), and nothing can
+    // have touched the lock after the tip. No git process at all.
+    expect(fetched.started).toEqual([]);
+    expect(await readFile(join(dest, 'metadata'), 'utf8')).toBe(
+      await git(repo.bare, 'show', 'master:pool/claimed/lock-a'),
+    );
+    expect((await readFile(join(dest, 'claim_token'), 'utf8')).trim()).toMatch(/^[0-9a-f-]{36}$/);
 
     const release = await counted('out', { params: { release: 'lock' } }, [
       await lockStep('lock-a'),
