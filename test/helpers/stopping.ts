@@ -28,7 +28,9 @@ export async function startStoppable(
     tmpdir: dir,
     leftovers: async () =>
       (await processesWithTmpdir(dir)).filter((process) => process.pid !== run.child.pid),
-    cleanup: () => rm(dir, { recursive: true, force: true }),
+    // A run SIGKILLed leaves its git children to end on their own: one may still be writing
+    // there while the folder goes (ENOTEMPTY).
+    cleanup: () => rm(dir, { recursive: true, force: true, maxRetries: 5 }),
   };
 }
 
