@@ -109,8 +109,8 @@ export class BranchCopy {
   }
 
   /**
-   * A new copy with `depth` commits of the branch: asked on the kept session and written here
-   * (firstFromSession), else one process creates it and fetches.
+   * A new copy with `depth` commits of the branch: asked on the kept session or connection and
+   * written here (firstFromSession), else one process creates it and fetches.
    */
   async clone(depth: number): Promise<void> {
     if (this.options.scratch && this.packSource?.firstPack) {
