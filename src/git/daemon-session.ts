@@ -14,9 +14,9 @@
 // or else git runs on it as on a connection of its own (pkt-session.ts). A put in line then asks
 // HEAD on it at each poll, a run whose push lost its race asks it for the tip that won, and a
 // commit so seen is asked on it by its id, by the run itself (session-pack.ts, written by
-// pack-objects.ts) or else by git's fetch. A fetch that lists refs on a session that has listed some, and anything when the
-// branch is not HEAD's (another branch, a detached or unborn HEAD), a v0 server or a session lost
-// more than a few times, goes to a connection of its own as before.
+// pack-objects.ts) or else by git's fetch. A fetch that lists refs on a session that has listed
+// some, and anything when the branch is not HEAD's (another branch, a detached or unborn HEAD), a
+// v0 server or a session lost more than a few times, goes to a connection of its own as before.
 import type { Socket } from 'node:net';
 import { daemonCommand, type DaemonSockets } from './daemon-command.js';
 import { daemonRequest, daemonTarget, type DaemonTarget } from './daemon-refs.js';
@@ -62,15 +62,9 @@ export interface KeptSession extends PackSource {
    * undefined where it cannot (no session to be had, an answer it cannot read or too long).
    */
   pack(want: string, haves: readonly string[], signal?: AbortSignal): Promise<Buffer | undefined>;
-  /**
-   * The refs under `prefixes` as the server has them now, asked on a session that has listed none
-   * (the run's first fetch: later lists would be stale); undefined where it cannot.
-   */
+  /** PackSource.refs, on a session that has listed none (later lists would be stale). */
   refs(prefixes: readonly string[], signal?: AbortSignal): Promise<AdvertisedRef[] | undefined>;
-  /**
-   * The pack of commit `want` and the `depth` commits from it, and the commits whose parents it
-   * cut off (a copy's first fetch, session-pack.ts); undefined where it cannot.
-   */
+  /** PackSource.firstPack, on the session. */
   firstPack(want: string, depth: number, signal?: AbortSignal): Promise<ShallowPack | undefined>;
   /**
    * Lets the session go until the next question (a put behind the first 16 in line: git daemon

@@ -1,10 +1,10 @@
 // A protocol v2 `fetch` the run asks itself, on its kept git:// session (daemon-session.ts), as
 // one request on the kept HTTP(S) connection (http-refs.ts) or as an upload-pack on the shared SSH
 // connection (session-refs.ts): the objects one commit has beyond the copy's tip, or (git:// and
-// HTTP(S)) a copy's first commits, as a pack (pack-objects.ts writes its objects). git's own fetch of the same
-// starts four processes (fetch or clone, its remote helper, unpack-objects or index-pack, and the
-// rev-list of its connectivity check); a put waiting in line fetches at every move, and every run
-// fetches once.
+// HTTP(S)) a copy's first commits, as a pack (pack-objects.ts writes its objects). git's own
+// fetch of the same starts four processes (fetch or clone, its remote helper, unpack-objects or
+// index-pack, and the rev-list of its connectivity check); a put waiting in line fetches at every
+// move, and every run fetches once.
 import { isFlush, packetText, packets, pktLine, type AdvertisedRef } from './ls-refs.js';
 
 /** Where the run asks for a commit's pack itself. */

@@ -160,10 +160,12 @@ export class BranchHistory {
 
   /** The newest commit at or before `commit` that changed a lock of `pool`, and that lock's name. */
   async lockCommitAt(commit: string, pool: string): Promise<LockAtCommit | undefined> {
-    const kept = await this.keptLockCommit(commit, pool);
-    if (kept) return kept;
+    let shallow = await this.shallowCommits();
+    // What the copy fetched itself tells it without git where `commit` changed a lock.
+    const kept = shallow.has(commit) ? undefined : changesBelow(this.fetched, commit, pool);
+    const found = kept && this.lockChangedIn(commit, kept, pool);
+    if (found) return found;
     for (;;) {
-      const shallow = await this.shallowCommits();
       // --raw rather than --name-only: what each path holds after the commit comes with it, so
       // lockAt on that commit needs no ls-tree.
       const log = await this.run([
@@ -179,28 +181,24 @@ export class BranchHistory {
       ]);
       for (const { commit: sha, changes } of parseRawLog(log)) {
         if (shallow.has(sha)) break;
-        for (const { path } of changes) {
-          const lock = lockAtPath(pool, path);
-          if (!lock) continue;
-          this.lockCommitChanges = { commit: sha, changes };
-          return { commit: sha, name: lock.name };
-        }
+        const lock = this.lockChangedIn(sha, changes, pool);
+        if (lock) return lock;
       }
       if (!(await this.deepen())) return undefined;
+      shallow = await this.shallowCommits();
     }
   }
 
-  /**
-   * lockCommitAt read from what the copy fetched itself, where `commit` changed a lock of `pool`
-   * and its folders are kept (commit-diff.ts); undefined otherwise (git's log walks further).
-   */
-  private async keptLockCommit(commit: string, pool: string) {
-    if ((await this.shallowCommits()).has(commit)) return undefined;
-    const changes = changesBelow(this.fetched, commit, pool);
-    for (const { path } of changes ?? []) {
+  /** The first lock of `pool` among the `changes` of `commit`, noted for lockAt. */
+  private lockChangedIn(
+    commit: string,
+    changes: RawChange[],
+    pool: string,
+  ): LockAtCommit | undefined {
+    for (const { path } of changes) {
       const lock = lockAtPath(pool, path);
       if (!lock) continue;
-      this.lockCommitChanges = { commit, changes: changes! };
+      this.lockCommitChanges = { commit, changes };
       return { commit, name: lock.name };
     }
     return undefined;

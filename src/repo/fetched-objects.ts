@@ -258,13 +258,13 @@ const CLAIM_TOKEN = /^claim-token[ \t]*:/i;
 /**
  * What `%(trailers:only,unfold)` prints for `message` (`Key: value` lines, each ending in a
  * newline): see lastParagraph, whose every line here must be a trailer with a value or continue
- * one. Undefined where git's reading may differ (lastParagraph's cases, a key followed by blanks,
+ * one. Undefined where git's reading may differ (paragraphsOf's cases, a key followed by blanks,
  * an empty value); '' for a message of a subject alone.
  */
 export function trailerLines(message: string): string | undefined {
   const paragraphs = paragraphsOf(message);
   if (paragraphs?.length === 1 && !paragraphs[0]!.includes('\n')) return '';
-  const last = lastParagraph(message);
+  const last = lastParagraph(paragraphs);
   if (last === undefined) return undefined;
   const trailers: [key: string, value: string[]][] = [];
   for (const [index, line] of last.split('\n').entries()) {
@@ -294,9 +294,8 @@ function paragraphsOf(message: string): string[] | undefined {
     .filter((paragraph) => paragraph !== '');
 }
 
-/** The last paragraph of `message` past its subject, where git reads its trailers there. */
-function lastParagraph(message: string): string | undefined {
-  const paragraphs = paragraphsOf(message);
+/** The last of `paragraphs` (paragraphsOf) past the subject, where git reads trailers there. */
+function lastParagraph(paragraphs: readonly string[] | undefined): string | undefined {
   return paragraphs && paragraphs.length >= 2 ? paragraphs.at(-1) : undefined;
 }
 
@@ -308,7 +307,7 @@ function lastParagraph(message: string): string | undefined {
  */
 export function claimTokens(message: string): string[] | undefined {
   if (!/claim-token/i.test(message)) return [];
-  const last = lastParagraph(message);
+  const last = lastParagraph(paragraphsOf(message));
   if (last === undefined) return undefined;
   const tokens: string[] = [];
   /** The Claim-Token being read, its continuation lines too (unfolded with a space). */
