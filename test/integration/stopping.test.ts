@@ -315,26 +315,30 @@ describe('a remote that accepts connections and never answers', () => {
   );
 
   it.each([
-    ['check', {}],
-    ['in', { version: { ref: 'a'.repeat(40) } }],
-  ] as const)('%s stopped by SIGTERM ends within 1 s too', async (script, extra) => {
-    silent = await startSilentServer();
-    const dest = await stepFolder('unused');
-    const run = await startStoppable(
-      script,
-      { source: source(`git://127.0.0.1:${silent.port}/locks.git`), ...extra },
-      [dest],
-    );
-    runs.push(run);
-    // Their first fetch opens a session too (git/daemon-session.ts): the run waits for the
-    // server's first words before git starts.
-    expect(await eventually(() => silent!.connections() > 0, 20_000)).toBe(true);
-    const stopped = await stop(run, 'SIGTERM');
-    expect(stopped.code).toBe(143);
-    expect(stopped.stdout).toBe('');
-    expect(stopped.eofAfterSignal).toBeLessThan(1000);
-    expect(await run.leftovers()).toEqual([]);
-  });
+    ['check', {}, 'git'],
+    ['in', { version: { ref: 'a'.repeat(40) } }, 'git'],
+    ['in', { version: { ref: 'a'.repeat(40) } }, 'http'],
+  ] as const)(
+    '%s stopped by SIGTERM over %s:// ends within 1 s too',
+    async (script, extra, scheme) => {
+      silent = await startSilentServer();
+      const dest = await stepFolder('unused');
+      const run = await startStoppable(
+        script,
+        { source: source(`${scheme}://127.0.0.1:${silent.port}/locks.git`), ...extra },
+        [dest],
+      );
+      runs.push(run);
+      // Their first fetch opens a session too (git/daemon-session.ts), and `in` over HTTP asks for
+      // it on the relay's connection itself: the run waits for the server's first words.
+      expect(await eventually(() => silent!.connections() > 0, 20_000)).toBe(true);
+      const stopped = await stop(run, 'SIGTERM');
+      expect(stopped.code).toBe(143);
+      expect(stopped.stdout).toBe('');
+      expect(stopped.eofAfterSignal).toBeLessThan(1000);
+      expect(await run.leftovers()).toEqual([]);
+    },
+  );
 
   it('without a signal, source.git_timeout ends the step with an error naming what timed out', async () => {
     silent = await startSilentServer();
