@@ -7,6 +7,7 @@
 import type { Git } from '../git/git.js';
 import type { ClaimFacts, LockState, ReclaimFacts } from '../lock/pool-state.js';
 import type { BranchCopy } from './branch-copy.js';
+import type { FetchedObjects } from './fetched-objects.js';
 import { LockHolders } from './lock-holders.js';
 
 export interface ClaimReaderOptions {
@@ -26,6 +27,8 @@ export class ClaimReader {
     private readonly options: ClaimReaderOptions,
     /** The put's working copy, as synced. */
     private readonly working: BranchCopy,
+    /** What the working copy fetched itself, parsed (read instead of git's logs where it can). */
+    private readonly fetched?: FetchedObjects,
   ) {}
 
   /**
@@ -81,7 +84,7 @@ export class ClaimReader {
   private async inWindow(tip: string): Promise<LockHolders> {
     const reader = new LockHolders(
       this.git,
-      { ...this.options, gitDir: this.options.workdir, maxDepth: 0 },
+      { ...this.options, gitDir: this.options.workdir, maxDepth: 0, fetched: this.fetched },
       this.working,
     );
     await reader.pin(tip);

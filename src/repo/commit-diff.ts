@@ -38,16 +38,29 @@ function folderId(
   root: string | undefined,
   path: string,
 ): string | undefined {
-  let id = root;
+  const entry = entryAt(fetched, root, path);
+  return entry === undefined ? undefined : entry?.type === 'tree' ? entry.id : '';
+}
+
+/**
+ * The entry at `path` (a path without slashes at either end) below the tree `root`: null where
+ * there is none (nor a folder on the way), undefined where a folder on the way is not kept.
+ */
+export function entryAt(
+  fetched: FetchedObjects,
+  root: string | undefined,
+  path: string,
+): TreeChild | null | undefined {
+  let entry: TreeChild | undefined;
   for (const name of path.split('/')) {
-    if (id === undefined) return undefined;
-    const children = fetched.folder(id);
+    if (entry && entry.type !== 'tree') return null;
+    const id = entry ? entry.id : root;
+    const children = id === undefined ? undefined : fetched.folder(id);
     if (!children) return undefined;
-    const child = children.find((entry) => entry.name === name);
-    if (child?.type !== 'tree') return '';
-    id = child.id;
+    entry = children.find((child) => child.name === name);
+    if (!entry) return null;
   }
-  return id;
+  return entry ?? null;
 }
 
 /**

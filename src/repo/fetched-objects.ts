@@ -253,19 +253,26 @@ function identity(value: string): { who: string; time: number } | undefined {
 
 /** A trailer line: a key of letters, digits and dashes, then its colon (git's trailer.c). */
 const TRAILER = /^[A-Za-z0-9-]+[ \t]*:/;
+/** Lines git counts as trailers whatever their shape (trailer.c's git_generated_prefixes). */
+const GIT_GENERATED = ['Signed-off-by: ', '(cherry picked from commit '];
 const CLAIM_TOKEN = /^claim-token[ \t]*:/i;
 
 /**
  * What `%(trailers:only,unfold)` prints for `message` (`Key: value` lines, each ending in a
  * newline): see lastParagraph, whose every line here must be a trailer with a value or continue
  * one. Undefined where git's reading may differ (paragraphsOf's cases, a key followed by blanks,
- * an empty value); '' for a message of a subject alone.
+ * an empty value); '' for a message of a subject alone, and for one whose last paragraph has no
+ * line git could take for a trailer (the `Build URL:` line of a release: a key with a blank in it
+ * is none), which git reads as no trailer block.
  */
 export function trailerLines(message: string): string | undefined {
   const paragraphs = paragraphsOf(message);
   if (paragraphs?.length === 1 && !paragraphs[0]!.includes('\n')) return '';
   const last = lastParagraph(paragraphs);
   if (last === undefined) return undefined;
+  const mayBeTrailer = (line: string) =>
+    TRAILER.test(line) || GIT_GENERATED.some((prefix) => line.startsWith(prefix));
+  if (!last.split('\n').some(mayBeTrailer)) return '';
   const trailers: [key: string, value: string[]][] = [];
   for (const [index, line] of last.split('\n').entries()) {
     if (/^[ \t]/.test(line)) {

@@ -7,6 +7,8 @@ import { missingPoolError } from './missing-pool.js';
 import type { Git } from '../git/git.js';
 import { lockPath, type LockState } from '../lock/pool-state.js';
 import { BranchCopy, type FetchById, type Reach } from './branch-copy.js';
+import type { FetchedObjects } from './fetched-objects.js';
+import { addingLog, renewalLog } from './fetched-log.js';
 import {
   RECLAIMED_TOKEN,
   claimFromTrailers,
@@ -79,6 +81,11 @@ export interface LockHoldersOptions {
    * `ls-tree` would print of it; undefined where it has not.
    */
   poolAt?: (tip: string) => readonly TreeEntry[] | undefined;
+  /**
+   * What the copy (a put's working copy) fetched itself, parsed: the logs are read from it where
+   * it holds the whole window (fetched-log.ts).
+   */
+  fetched?: FetchedObjects;
 }
 
 /** First fetch depth, then the deepening steps: most locks in use were taken recently. */
@@ -232,9 +239,11 @@ export class LockHolders {
   private async renewLeases(found: Map<string, LockRecord>, signal?: AbortSignal) {
     const claims = [...found.values()].filter(({ state, token }) => state === 'claimed' && token);
     if (claims.length === 0) return;
-    const out = await this.run(renewalLogArgs([this.head]), signal);
-    for (const [record, lease] of renewedLeases(parseHolderLog(out), claims))
-      record.leaseExpires = lease;
+    const { fetched } = this.options;
+    const log =
+      (fetched && renewalLog(fetched, this.head, await this.copy.shallowCommits())) ??
+      parseHolderLog(await this.run(renewalLogArgs([this.head]), signal));
+    for (const [record, lease] of renewedLeases(log, claims)) record.leaseExpires = lease;
   }
 
   /** The commit the answers about claims are about: the fetched tip, unless pinned (see pin). */
@@ -308,24 +317,13 @@ export class LockHolders {
     shallow: ReadonlySet<string>,
     signal?: AbortSignal,
   ): Promise<Map<string, Omit<LockRecord, 'name' | 'state'>>> {
-    const out = await this.run(
-      [
-        'log',
-        '-z',
-        '--no-renames',
-        '--diff-filter=A',
-        '--name-only',
-        `--format=${HOLDER_LOG_FORMAT}`,
-        this.head,
-        '--',
-        ...paths,
-      ],
-      signal,
-    );
+    const log =
+      (this.options.fetched && addingLog(this.options.fetched, this.head, paths, shallow)) ??
+      parseHolderLog(await this.addingLogOutput(paths, signal));
     const wanted = new Set(paths);
     const result = new Map<string, Omit<LockRecord, 'name' | 'state'>>();
     const settled = new Set<string>();
-    for (const { commit, time, author, trailers, body, paths: names } of parseHolderLog(out)) {
+    for (const { commit, time, author, trailers, body, paths: names } of log) {
       for (const path of names) {
         if (!wanted.has(path) || settled.has(path)) continue;
         settled.add(path);
@@ -339,6 +337,24 @@ export class LockHolders {
       }
     }
     return result;
+  }
+
+  /** git's log of the commits that added `paths`, for addingCommits. */
+  private addingLogOutput(paths: readonly string[], signal?: AbortSignal): Promise<string> {
+    return this.run(
+      [
+        'log',
+        '-z',
+        '--no-renames',
+        '--diff-filter=A',
+        '--name-only',
+        `--format=${HOLDER_LOG_FORMAT}`,
+        this.head,
+        '--',
+        ...paths,
+      ],
+      signal,
+    );
   }
 }
 

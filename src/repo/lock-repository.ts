@@ -118,7 +118,7 @@ export class LockRepository {
       packs: options.refs?.packs,
       fetched: this.fetched,
     });
-    this.claimReader = new ClaimReader(git, options, this.copy);
+    this.claimReader = new ClaimReader(git, options, this.copy, this.fetched);
     this.line = new LineRefs(this.copy, options);
     this.pusher = new BranchPush(this.copy, this.line, options);
     this.history = new SyncedHistory(

@@ -143,6 +143,10 @@ describe('trailerLines and the holder record', () => {
       'a folded trailer',
       'claiming: lock-a\n\nClaim-Token:abc\n  more\nOther-Key:   spaced out  \n',
     ],
+    ['a release', commitMessage('unclaiming: lock-a', build)],
+    ['a release of no build', 'unclaiming: lock-a\n\nBuild URL: unknown\n'],
+    ['a body of words', 'updating: lock-b\n\nsome words: not a key\n  indented\n'],
+    ['a body over paragraphs', 'updating: lock-b\n\nKey: early\n\nBuild URL: later\n'],
   ])('reads %s as git does', (_, message) => {
     const ours = trailerLines(message);
     expect(ours).toBeDefined();
@@ -150,7 +154,10 @@ describe('trailerLines and the holder record', () => {
   });
 
   it.each([
-    ['a last paragraph that is no trailer block', 'unclaiming: lock-a\n\nBuild URL: unknown\n'],
+    [
+      'a line git counts as a trailer whatever it says',
+      'claiming: lock-a\n\n(cherry picked from commit 0123)\n',
+    ],
     ['a trailer among other lines', 'claiming: lock-a\n\nsome words\nClaim-Token: abc\n'],
     ['an empty value', 'claiming: lock-a\n\nClaim-Token: abc\nBuild-Team: \n'],
     ['a key with blanks before its colon', 'claiming: lock-a\n\nClaim-Token : abc\n'],
