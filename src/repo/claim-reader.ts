@@ -8,7 +8,8 @@ import type { Git } from '../git/git.js';
 import type { ClaimFacts, LockState, ReclaimFacts } from '../lock/pool-state.js';
 import type { BranchCopy } from './branch-copy.js';
 import type { FetchedObjects } from './fetched-objects.js';
-import { LockHolders } from './lock-holders.js';
+import { windowKept } from './fetched-log.js';
+import { LockHolders, type LockRecord } from './lock-holders.js';
 
 export interface ClaimReaderOptions {
   uri: string;
@@ -78,13 +79,47 @@ export class ClaimReader {
   }
 
   /**
+   * Who holds the claimed locks among `wanted` at `tip`, as the working copy's window of history
+   * tells without a fetch (for `out`'s progress: usually without a git process either, see
+   * fetched-log.ts); undefined where the copy is not at `tip`, may reach further back than the
+   * progress looks, or a claim lies beyond its window.
+   */
+  async heldInWindow(
+    tip: string,
+    wanted: readonly string[],
+    signal?: AbortSignal,
+  ): Promise<LockRecord[] | undefined> {
+    if (tip !== this.working.fetched) return undefined;
+    // A copy that is not shallow may hold history further back than the progress looks
+    // (PROGRESS_MAX_DEPTH): one git cloned whole (of a repository on this machine). One the run
+    // fetched all of itself holds less (fetched-log.ts's walks stop before).
+    const shallow = await this.working.shallowCommits();
+    const { fetched } = this;
+    if (shallow.size === 0 && !(fetched && windowKept(fetched, tip, shallow))) return undefined;
+    const reader = await this.inWindow(tip);
+    const names = new Set(wanted);
+    const claimed = (await reader.locks(signal)).filter(
+      (lock) => lock.state === 'claimed' && names.has(lock.name),
+    );
+    const records = await reader.records(claimed, signal);
+    return records.every((record) => record.commit !== undefined) ? records : undefined;
+  }
+
+  /**
    * A reader over the working copy as synced, which never fetches: it finds what the window of
    * history the copy holds can tell (nothing beyond it: `maxDepth` 0).
    */
   private async inWindow(tip: string): Promise<LockHolders> {
+    const { fetched } = this;
     const reader = new LockHolders(
       this.git,
-      { ...this.options, gitDir: this.options.workdir, maxDepth: 0, fetched: this.fetched },
+      {
+        ...this.options,
+        gitDir: this.options.workdir,
+        maxDepth: 0,
+        fetched,
+        poolAt: fetched && ((at) => fetched.poolTree(at, this.options.pool)),
+      },
       this.working,
     );
     await reader.pin(tip);

@@ -9,7 +9,10 @@ import { entryAt } from './commit-diff.js';
 import type { FetchedObjects } from './fetched-objects.js';
 import type { HolderLogRecord } from './git-output.js';
 
-/** A window reaching further back than this is read by git. */
+/**
+ * A window reaching further back than this is read by git. Less than the progress looks back
+ * (lock-holders.ts's PROGRESS_MAX_DEPTH), which ClaimReader.heldInWindow counts on.
+ */
 const WALK_LIMIT = 1024;
 
 /**
@@ -33,6 +36,19 @@ function* walk(
     yield { commit: id, parent };
     id = parent;
   }
+}
+
+/**
+ * Whether every commit `git log <tip>` walks in the copy is kept, down to its shallow commits or
+ * its root (at most WALK_LIMIT of them).
+ */
+export function windowKept(
+  fetched: FetchedObjects,
+  tip: string,
+  shallow: ReadonlySet<string>,
+): boolean {
+  for (const step of walk(fetched, tip, shallow)) if (!step) return false;
+  return true;
 }
 
 /**
@@ -89,6 +105,52 @@ export function renewalLog(
     if (inRenewalLog(record.body)) log.push(record);
   }
   return log;
+}
+
+/**
+ * What `git log` with holdHistoryArgs (hold-history.ts) prints: `%ct %s` of the newest `max`
+ * commits up to `tip` whose folder `pool` differs from their parent's, oldest first, each ending
+ * in a NUL. Undefined where a commit of the walk is not kept, its message is one git might read
+ * otherwise, or its subject runs over several lines (git joins them).
+ */
+export function holdLog(
+  fetched: FetchedObjects,
+  tip: string,
+  pool: string,
+  shallow: ReadonlySet<string>,
+  max: number,
+): string | undefined {
+  const records: string[] = [];
+  for (const step of walk(fetched, tip, shallow)) {
+    if (records.length >= max) break;
+    if (!step) return undefined;
+    const { commit, parent } = step;
+    const now = folderAt(fetched, commit, pool);
+    const before = parent === undefined ? '' : folderAt(fetched, parent, pool);
+    if (now === undefined || before === undefined) return undefined;
+    if (now === before) continue;
+    const subject = subjectOf(fetched.holderRecord(commit)?.body);
+    const time = fetched.commitTime(commit);
+    if (subject === undefined || time === undefined) return undefined;
+    records.push(`${time / 1000} ${subject}\0`);
+  }
+  return records.reverse().join('');
+}
+
+/**
+ * What `%s` prints of `message`: its first line, where the line after it is blank or there is
+ * none; undefined otherwise (git joins a subject's lines, skips blank lines before it, trims it).
+ */
+function subjectOf(message: string | undefined): string | undefined {
+  const [subject, next] = message?.split('\n', 2) ?? [];
+  if (subject === undefined || subject === '' || subject.trim() !== subject) return undefined;
+  return next === undefined || next.trim() === '' ? subject : undefined;
+}
+
+/** The id of the folder at `path` in `commit`: '' where there is none; undefined where unknown. */
+function folderAt(fetched: FetchedObjects, commit: string, path: string): string | undefined {
+  const entry = entryAt(fetched, fetched.rootOf(commit), path);
+  return entry === undefined ? undefined : entry?.type === 'tree' ? entry.id : '';
 }
 
 /**

@@ -46,19 +46,32 @@ const WALK_LIMIT = 1024;
 export class FetchedObjects {
   private readonly commits = new Map<string, ParsedCommit>();
   private readonly trees = new Map<string, TreeChild[]>();
+  /**
+   * The root folders of the commits kept, as many as those: a walk of the history (the holds it
+   * shows, fetched-log.ts) reads each one's entry for the pool, which the other folders of newer
+   * commits would soon push out of `trees`. A root holds a few entries, seldom many.
+   */
+  private readonly roots = new Map<string, TreeChild[]>();
   private readonly blobs = new Map<string, Buffer>();
   /** Folders above the pool that ls-tree listed: the one entry on the way to it, by their id. */
   private readonly onTheWay = new Map<string, TreeChild>();
 
   /** Keeps the commits and trees among `objects` (a pack fetched on the session). */
   learn(objects: readonly PackedObject[]): void {
+    const roots = new Set<string>();
     for (const object of objects) {
-      if (object.type === 'commit') {
-        const commit = parseCommit(object.data);
-        if (commit) keep(this.commits, object.id, commit, KEPT_COMMITS);
-      } else if (object.type === 'tree') {
+      if (object.type !== 'commit') continue;
+      const commit = parseCommit(object.data);
+      if (!commit) continue;
+      keep(this.commits, object.id, commit, KEPT_COMMITS);
+      roots.add(commit.tree);
+    }
+    for (const object of objects) {
+      if (object.type === 'tree') {
         const children = parseTreeObject(object.data);
-        if (children) keep(this.trees, object.id, children, KEPT_TREES);
+        if (!children) continue;
+        if (roots.has(object.id)) keep(this.roots, object.id, children, KEPT_COMMITS);
+        else keep(this.trees, object.id, children, KEPT_TREES);
       } else if (object.type === 'blob' && object.data.length <= KEPT_BLOB_BYTES) {
         keep(this.blobs, object.id, object.data, KEPT_BLOBS);
       }
@@ -105,7 +118,7 @@ export class FetchedObjects {
     for (const name of pool.split('/')) {
       const way = this.onTheWay.get(id);
       const child =
-        this.trees.get(id)?.find((entry) => entry.name === name) ??
+        this.folder(id)?.find((entry) => entry.name === name) ??
         (way?.name === name ? way : undefined);
       if (child?.type !== 'tree') return undefined;
       path = path === '' ? name : `${path}/${name}`;
@@ -120,7 +133,7 @@ export class FetchedObjects {
    * holds; false where a folder is not kept.
    */
   private listBelow(id: string, path: string, entries: TreeEntry[]): boolean {
-    const children = this.trees.get(id);
+    const children = this.folder(id);
     if (!children) return false;
     for (const child of children) {
       const below = `${path}/${child.name}`;
@@ -156,7 +169,7 @@ export class FetchedObjects {
 
   /** The entries of a kept folder, whole, in its order; undefined where it is not kept whole. */
   folder(tree: string): readonly TreeChild[] | undefined {
-    return this.trees.get(tree);
+    return this.trees.get(tree) ?? this.roots.get(tree);
   }
 
   /** When `commit` was committed (`%ct`, in ms), where it is kept. */

@@ -15,11 +15,22 @@ import {
  * The holder lookup as `out`'s progress uses it: claimed locks only, bounded by its own time
  * budget so a slow server can delay a waiting line but never the wait itself by much.
  */
+/**
+ * Who holds the claimed locks among `wanted` at `tip` as the put's own copy tells without a
+ * fetch (LockRepository.heldInWindow); undefined where it cannot.
+ */
+export type HeldInWindow = (
+  tip: string,
+  wanted: readonly string[],
+  signal: AbortSignal,
+) => Promise<LockRecord[] | undefined>;
+
 export class HolderLookup {
   constructor(
     private readonly holders: LockHolders,
     private readonly runSignal: AbortSignal,
     private readonly budgetMs: number,
+    private readonly inWindow?: HeldInWindow,
   ) {}
 
   get searchedDepth(): number {
@@ -30,6 +41,10 @@ export class HolderLookup {
   async claimed(wanted: readonly string[], tip?: string): Promise<LockRecord[]> {
     const signal = AbortSignal.any([this.runSignal, AbortSignal.timeout(this.budgetMs)]);
     try {
+      // The put's own copy usually holds every claim a waiting line is about, read without git;
+      // the copy of the lookup's own is fetched (and deepened) only where it does not.
+      const kept = tip === undefined ? undefined : await this.inWindow?.(tip, wanted, signal);
+      if (kept) return kept;
       await this.holders.refresh(signal, tip);
       const names = new Set(wanted);
       const claimed = (await this.holders.locks(signal)).filter(
@@ -57,6 +72,7 @@ export function holderLookup(
   fetchById: FetchById,
   local?: LockHoldersOptions['local'],
   poolAt?: LockHoldersOptions['poolAt'],
+  inWindow?: HeldInWindow,
 ): HolderLookup {
   const holders = new LockHolders(git, {
     uri: source.uri,
@@ -70,5 +86,6 @@ export function holderLookup(
     // In the run's private home: it goes with the run.
     scratch: true,
   });
-  return new HolderLookup(holders, signal, Math.min(LOOKUP_BUDGET_MS, waitTimeoutMs ?? Infinity));
+  const budgetMs = Math.min(LOOKUP_BUDGET_MS, waitTimeoutMs ?? Infinity);
+  return new HolderLookup(holders, signal, budgetMs, inWindow);
 }

@@ -22,7 +22,7 @@ import {
   type ReclaimFacts,
 } from '../lock/pool-state.js';
 import { ClaimReader } from './claim-reader.js';
-import { holdHistoryArgs, parseHoldHistory } from './hold-history.js';
+import { HOLD_HISTORY_COMMITS, holdHistoryArgs, parseHoldHistory } from './hold-history.js';
 import { missingPoolError } from './missing-pool.js';
 import type { LockMetadata } from '../base/lock-match.js';
 import { LockFiles } from './lock-files.js';
@@ -30,6 +30,7 @@ import type { WaitingEntry } from '../lock/line-entry.js';
 import { LineRefs } from './line-refs.js';
 import { claimsBetween, lineTokenOf } from './line-claims.js';
 import { FetchedObjects } from './fetched-objects.js';
+import { holdLog } from './fetched-log.js';
 import { commitsOfMoves, gitDate, movesOf } from './moved-commits.js';
 import { BranchCopy, type FetchById, type Reach } from './branch-copy.js';
 import { BranchPush } from './branch-push.js';
@@ -266,7 +267,10 @@ export class LockRepository {
    */
   async holdHistory(): Promise<HoldHistory> {
     if (!this.keptCopy) return { claimedAt: new Map(), holds: [], claims: [] };
-    return parseHoldHistory(await this.run(holdHistoryArgs(this.synced(), this.options.pool)));
+    const [tip, { pool }] = [this.synced(), this.options];
+    const shallow = await this.copy.shallowCommits();
+    const kept = holdLog(this.fetched, tip, pool, shallow, HOLD_HISTORY_COMMITS);
+    return parseHoldHistory(kept ?? (await this.run(holdHistoryArgs(tip, pool))));
   }
 
   /** The waiting line as the last sync fetched it (empty without the `line` option). */
@@ -416,6 +420,11 @@ export class LockRepository {
   /** Whether the synced tip still carries this claim (SyncedHistory). */
   holds(claim: { name: string; commit: string; parent?: string }): Promise<boolean> {
     return this.history.holds(claim);
+  }
+
+  /** See ClaimReader.heldInWindow. */
+  heldInWindow(tip: string, wanted: readonly string[], signal?: AbortSignal) {
+    return this.claimReader.heldInWindow(tip, wanted, signal);
   }
 
   /** The current claims of `names` at the synced tip (see ClaimReader). */

@@ -85,6 +85,7 @@ export async function runLockOperation(
         // Where the put's copy keeps every commit it fetched, the holders are read from it.
         () => repository.keptCopy,
         (tip) => repository.poolRead(tip),
+        (tip, wanted, signal) => repository.heldInWindow(tip, wanted, signal),
       ),
     ),
     {

@@ -40,21 +40,20 @@ afterEach(async () => {
 /** Runs one script with the counting `git`; returns its answer and what git ran. */
 async function counted(script: 'check' | 'in' | 'out', request: object, args: string[] = []) {
   await shim.reset();
-  const response = succeeded(
-    await runCommand(script, {
-      stdin: { source: source(repo, { uri: daemon.url(repo.bare) }), ...request },
-      args,
-      // A TMPDIR of its own: no check cache from another test.
-      env: { PATH: shim.path, TMPDIR: await scratchDir() },
-    }),
-  );
+  const result = await runCommand(script, {
+    stdin: { source: source(repo, { uri: daemon.url(repo.bare) }), ...request },
+    args,
+    // A TMPDIR of its own: no check cache from another test.
+    env: { PATH: shim.path, TMPDIR: await scratchDir() },
+  });
+  const response = succeeded(result);
   const commands = await shim.commands();
   const started = commands.map(([name]) => name!);
   // One `built-in: git NAME` line per git process, the ones git started included.
   const processes = [...(await shim.trace()).matchAll(/trace: built-in: git ([\w-]+)/g)].map(
     (match) => match[1]!,
   );
-  return { response, started, commands, processes };
+  return { response, started, commands, processes, stderr: result.stderr };
 }
 
 describe('git processes per operation', () => {
@@ -124,16 +123,20 @@ describe('git processes per operation', () => {
     ).toBe(true);
     // Another lock comes: the put sees the branch move on its session and takes it.
     await otherClone(repo).add('lock-b');
-    const { response, started, commands } = await waiting;
+    const { response, started, commands, stderr } = await waiting;
     expect((response as Response).metadata).toContainEqual({ name: 'lock_name', value: 'lock-b' });
     // Nothing from the server by git: its first fetch and the commit it saw come are asked on
-    // the session and written by the run. (The holders its progress names are fetched from its
-    // copy, locally.)
+    // the session and written by the run.
     const fromServer = commands.filter(
       ([name, ...args]) => name === 'fetch' && args.includes('fd::3'),
     );
     expect(fromServer).toHaveLength(0);
     expect(started).not.toContain('unpack-objects');
+    // Who holds lock-a, and how long locks are held, are read from the commits it fetched
+    // itself (repo/fetched-log.ts): no fetch into a copy of the lookup's own, no log. It pushes
+    // its place in line, then its claim.
+    expect(stderr).toMatch(/waiting for lock: .*"lock-a" held by Fixture/);
+    expect(started).toEqual(['push', 'push']);
   });
 
   it('asks git for the identity when git_config sets one, and commits as it', async () => {

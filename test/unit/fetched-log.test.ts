@@ -9,8 +9,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { unpack } from '../../src/git/pack-objects.js';
 import { commitMessage } from '../../src/protocol/build-info.js';
 import { firstLine, renewalLogArgs } from '../../src/repo/claim-trailers.js';
-import { addingLog, renewalLog } from '../../src/repo/fetched-log.js';
+import { addingLog, holdLog, renewalLog } from '../../src/repo/fetched-log.js';
 import { FetchedObjects } from '../../src/repo/fetched-objects.js';
+import { holdHistoryArgs } from '../../src/repo/hold-history.js';
 import {
   HOLDER_LOG_FORMAT,
   parseHolderLog,
@@ -123,6 +124,21 @@ function gitAddingLog(cwd: string, head: string): HolderLogRecord[] {
 const gitRenewalLog = (cwd: string, head: string) =>
   parseHolderLog(gitIn(cwd, renewalLogArgs([head])).toString());
 
+/** The `%ct %s` records of a hold log, as parseHoldHistory reads them. */
+const holds = (out: string | undefined) =>
+  out
+    ?.split('\0')
+    .map((record) => record.replace(/^\n+|\n+$/g, ''))
+    .filter(Boolean);
+
+const gitHoldLog = (cwd: string, head: string, max = 64) =>
+  holds(
+    gitIn(
+      cwd,
+      holdHistoryArgs(head, 'pool').map((arg) => arg.replace(/=64$/, `=${max}`)),
+    ).toString(),
+  );
+
 /** The history: locks claimed, renewed, released and claimed again, one removed. */
 mkdirSync(join(work, 'pool', 'claimed'), { recursive: true });
 mkdirSync(join(work, 'pool', 'unclaimed'), { recursive: true });
@@ -135,6 +151,7 @@ const first = claim('lock-a');
 renew('lock-a', first, 2);
 claim('lock-b');
 commit('removing: lock-gone', () => git(['rm', '--quiet', 'pool/unclaimed/lock-gone']));
+commit('beside the pool', () => writeFileSync(join(work, 'README'), 'not a lock\n'));
 release('lock-a');
 const second = claim('lock-a');
 renew('lock-a', second, 3);
@@ -155,6 +172,10 @@ describe('the logs of a window the run fetched', () => {
       expect(brief(renewalLog(fetched, head, new Set())!)).toEqual(
         brief(gitRenewalLog(work, head)),
       );
+      for (const max of [64, 3])
+        expect(holds(holdLog(fetched, head, 'pool', new Set(), max))).toEqual(
+          gitHoldLog(work, head, max),
+        );
     }
     // Something was compared: lock-a's second claim, and its renewals newest first.
     const tip = history[0]!;
@@ -165,6 +186,13 @@ describe('the logs of a window the run fetched', () => {
     expect(
       renewalLog(fetched, tip, new Set())!.filter(({ body }) => body.startsWith('renewing:')),
     ).toHaveLength(3);
+    // The hold log leaves out the renewals (no change to the pool) and the commit beside it.
+    const subjects = holds(holdLog(fetched, tip, 'pool', new Set(), 64))!.map((record) =>
+      record.replace(/^\d+ /, ''),
+    );
+    expect(subjects).toContain('removing: lock-gone');
+    expect(subjects).not.toContain('beside the pool');
+    expect(subjects.filter((subject) => subject.startsWith('renewing:'))).toEqual([]);
   });
 
   it('read as git reads a shallow copy, which stops at its shallow commit', () => {
@@ -178,6 +206,7 @@ describe('the logs of a window the run fetched', () => {
       const adding = addingLog(fetched, head, PATHS, shallow);
       expect(firstAdding(adding!, shallow)).toEqual(firstAdding(gitAddingLog(copy, head), shallow));
       expect(brief(renewalLog(fetched, head, shallow)!)).toEqual(brief(gitRenewalLog(copy, head)));
+      expect(holds(holdLog(fetched, head, 'pool', shallow, 64))).toEqual(gitHoldLog(copy, head));
     }
   });
 
@@ -209,7 +238,7 @@ describe('the logs of a window the run fetched', () => {
     expect(renewalLog(kept(work), merge, new Set())).toBeUndefined();
   });
 
-  it('undefined for renewals where a message of the window is one git might read otherwise', () => {
+  it('undefined for renewals where a message of the window is one git might read otherwise, holds read on', () => {
     git(['checkout', '--quiet', '-b', 'odd', history[0]!]);
     commit('renewing: lock-a\n\n---\nClaim-Token: x\n');
     const tip = commit(commitMessage('unclaiming: lock-a', build), () =>
@@ -220,6 +249,18 @@ describe('the logs of a window the run fetched', () => {
     // The adding log reads the release above it, and needs no other message.
     const [released] = addingLog(fetched, tip, ['pool/unclaimed/lock-a'], new Set())!;
     expect(released?.commit).toBe(tip);
+    // The hold log reads only the commits that change the pool: the odd renewal changes none.
+    expect(holds(holdLog(fetched, tip, 'pool', new Set(), 64))).toEqual(gitHoldLog(work, tip));
+    git(['checkout', '--quiet', 'master']);
+  });
+
+  it('undefined for holds where a subject runs over two lines, which git joins', () => {
+    git(['checkout', '--quiet', '-b', 'two-lines', history[0]!]);
+    const tip = commit('updating: lock-c\nwith a second line\n', () =>
+      writeFileSync(join(work, 'pool', 'unclaimed', 'lock-c'), 'c3\n'),
+    );
+    expect(holdLog(kept(work), tip, 'pool', new Set(), 64)).toBeUndefined();
+    expect(gitHoldLog(work, tip)!.at(-1)).toMatch(/ updating: lock-c with a second line$/);
     git(['checkout', '--quiet', 'master']);
   });
 });
