@@ -19,6 +19,7 @@ import type { Socket } from 'node:net';
 import type { KnownRef } from '../transport/kept-advertisements.js';
 import { advertisedRefs, isFlush, MAX_ANSWER_BYTES, packets, packetText } from './ls-refs.js';
 import { relayed } from './daemon-command.js';
+import { ownPush } from './own-push.js';
 import { SOCKET_REMOTE, type CommandResult, type FdRunOptions } from './fd-command.js';
 
 /**
@@ -70,7 +71,7 @@ export class DaemonPushes {
       this.keep(advertised);
       return refusedBeforeSending(pushing ?? `:${expected.ref}`);
     }
-    return relayed(args, options, advertised.socket, advertised.read);
+    return this.pushOn(advertised, args, options);
   }
 
   /**
@@ -86,9 +87,19 @@ export class DaemonPushes {
   ): Promise<CommandResult | undefined> {
     const created = createdRefs(args);
     const kept = this.take((refs) => !!created && created.every((ref) => !refs.has(ref)));
-    if (kept) return relayed(args, options, kept.socket, kept.read);
+    if (kept) return this.pushOn(kept, args, options);
     const socket = await connect();
-    return socket && relayed(args, options, socket);
+    if (!socket) return undefined;
+    // The run makes the push itself once it has read the advertisement (own-push.ts).
+    if (!options.sends) return relayed(args, options, socket);
+    const advertised = await readAdvertisement(socket, options.signal);
+    return advertised && this.pushOn(advertised, args, options);
+  }
+
+  /** The push `args` on `advertised`'s connection: the run's own where it can, else git's. */
+  private async pushOn(advertised: Advertised, args: readonly string[], options: FdRunOptions) {
+    const own = options.sends && (await ownPush(args, advertised, options.sends, options.signal));
+    return own ?? relayed(args, options, advertised.socket, advertised.read);
   }
 
   /** Closes the kept connection, if any (the run ends). */

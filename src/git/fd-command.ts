@@ -5,6 +5,7 @@
 // (ssh-channel-command.ts), and on a put's kept session to the session (daemon-session.ts).
 import { spawn } from 'node:child_process';
 import type { KnownRef } from '../transport/kept-advertisements.js';
+import type { PackedObject } from './pack-objects.js';
 
 /** Where git finds the connection: its descriptor 3, as git-remote-fd names it. */
 export const SOCKET_REMOTE = 'fd::3';
@@ -45,6 +46,12 @@ export interface FdRunOptions {
   signal: AbortSignal;
   /** For a push: the refs it goes to as the run knows them on the server, the branch first. */
   pushesTo?: readonly KnownRef[];
+  /**
+   * For a push: every object it sends that the server may lack (none for refs moved to commits
+   * it has), where the run knows them; over git:// the run then makes the push itself
+   * (own-push.ts).
+   */
+  sends?: readonly PackedObject[];
 }
 
 /**

@@ -13,7 +13,7 @@ import { GIT_KILL_GRACE_MS } from '../base/stop-budget.js';
 import { accessFailure } from './access-failure.js';
 import { daemonCommand } from './daemon-command.js';
 import { keptSessionCommand, type KeptSession } from './daemon-session.js';
-import { SOCKET_REMOTE, type FdCommand } from './fd-command.js';
+import { SOCKET_REMOTE, type FdCommand, type FdRunOptions } from './fd-command.js';
 import { sshChannelCommand } from './ssh-channel-command.js';
 import { GIT_STOP_SIGNAL, processesWithHome, signalProcessesWithHome } from './child-processes.js';
 import type { GitEnvironment, GitIdentity } from './environment.js';
@@ -38,6 +38,8 @@ export interface GitRunOptions {
    * they answer git's request for the server's (transport/kept-advertisements.ts).
    */
   pushesTo?: readonly KnownRef[];
+  /** For a push: what it sends, where the run knows it (FdRunOptions.sends). */
+  sends?: FdRunOptions['sends'];
   /**
    * A git:// lock repository's kept session, which takes the fetches it can instead of a
    * connection of their own (daemon-session.ts).
@@ -204,8 +206,8 @@ export class Git {
     };
     signal.addEventListener('abort', stopProcesses, { once: true });
     try {
-      const pushesTo = options.pushesTo;
-      const socketRun = direct && (await direct.run({ env, cwd, signal, pushesTo }));
+      const { pushesTo, sends } = options;
+      const socketRun = direct && (await direct.run({ env, cwd, signal, pushesTo, sends }));
       let output: T;
       if (socketRun && fromStdout) {
         if (socketRun.exitCode !== 0) {

@@ -145,6 +145,26 @@ function header(type: string, data: Buffer): Buffer {
 export async function writePack(gitDir: string, objects: readonly PackedObject[]): Promise<void> {
   const unique = distinct(objects);
   if (unique.length === 0) return;
+  const { body, sum, entries } = packed(unique);
+  // The pack's own size stays far below 2 GiB (a commit's objects): no 64-bit offsets.
+  if (body.length >= 2 ** 31) throw new Error('a pack too large to index');
+  const name = join(gitDir, 'objects', 'pack', `pack-${sum.toString('hex')}`);
+  await mkdir(join(gitDir, 'objects', 'pack'), { recursive: true });
+  await writeAtomically(`${name}.pack`, Buffer.concat([body, sum]));
+  await writeAtomically(`${name}.idx`, packIndex(entries, sum));
+}
+
+/**
+ * `objects` as the pack a push sends (version 2, whole objects, its SHA-1 last): what `git
+ * pack-objects --stdout` would send of them, deltas aside. None make a pack of no object.
+ */
+export function packOf(objects: readonly PackedObject[]): Buffer {
+  const { body, sum } = packed(distinct(objects));
+  return Buffer.concat([body, sum]);
+}
+
+/** The pack of `unique` (each id once) before its checksum, the checksum, and its entries. */
+function packed(unique: readonly PackedObject[]) {
   const zlib = nodeZlib();
   const head = Buffer.alloc(12);
   head.write('PACK', 0, 'latin1');
@@ -162,14 +182,8 @@ export async function writePack(gitDir: string, objects: readonly PackedObject[]
     offset += entry.length;
     return { id: Buffer.from(id, 'hex'), offset: at, crc: zlib.crc32(entry) };
   });
-  // The pack's own size stays far below 2 GiB (a commit's objects): no 64-bit offsets.
-  if (offset >= 2 ** 31) throw new Error('a pack too large to index');
   const body = Buffer.concat(parts);
-  const sum = sha1(body);
-  const name = join(gitDir, 'objects', 'pack', `pack-${sum.toString('hex')}`);
-  await mkdir(join(gitDir, 'objects', 'pack'), { recursive: true });
-  await writeAtomically(`${name}.pack`, Buffer.concat([body, sum]));
-  await writeAtomically(`${name}.idx`, packIndex(entries, sum));
+  return { body, sum: sha1(body), entries };
 }
 
 /** A pack entry's header: its type, and its size 4 bits then 7 bits a byte. */

@@ -9,6 +9,7 @@ import {
   type PushOutcome,
   type PushRefused,
 } from '../git/push-outcome.js';
+import type { PackedObject } from '../git/pack-objects.js';
 import type { WaitingEntry } from '../lock/line-entry.js';
 import type { BranchCopy } from './branch-copy.js';
 import type { LineRefs } from './line-refs.js';
@@ -28,16 +29,21 @@ export class BranchPush {
    * points on the remote, when the sync saw it), the same push takes that entry out of the line,
    * atomically: a claim that lost its race keeps its place in line.
    */
-  async push(commit: string, signal?: AbortSignal, leaving?: WaitingEntry): Promise<PushOutcome> {
+  async push(
+    commit: string,
+    signal?: AbortSignal,
+    leaving?: WaitingEntry,
+    sends?: readonly PackedObject[],
+  ): Promise<PushOutcome> {
     if (!leaving || this.atomicRefused) {
-      const outcome = await this.pushCommit(commit, [], signal);
+      const outcome = await this.pushCommit(commit, [], signal, sends);
       if (leaving && outcome === 'pushed')
         await this.line.leave([leaving], signal).catch(() => undefined);
       return outcome;
     }
     try {
       const entry = { ref: this.line.ref(leaving), id: leaving.at };
-      return await this.pushCommit(commit, [entry], signal);
+      return await this.pushCommit(commit, [entry], signal, sends);
     } catch (error) {
       // send-pack.c dies with this before sending anything when the server does not advertise
       // `atomic` (git 2.39); there is no other sign of it. Claim first, then leave the line.
@@ -46,18 +52,19 @@ export class BranchPush {
       ))
         throw error;
       this.atomicRefused = true;
-      return this.push(commit, signal, leaving);
+      return this.push(commit, signal, leaving, sends);
     }
   }
 
   /**
-   * Pushes `commit` (and those before it since the sync), deleting the refs `also` (where each
-   * points on the remote, if known) in the same atomic push.
+   * Pushes `commit` (and those before it since the sync: `sends`, where the run built them),
+   * deleting the refs `also` (where each points on the remote, if known) in the same atomic push.
    */
   private async pushCommit(
     commit: string,
     also: readonly { ref: string; id?: string }[],
     signal?: AbortSignal,
+    sends?: readonly PackedObject[],
   ): Promise<PushOutcome> {
     const branchRef = this.copy.branchRef;
     const refspecs = [`${commit}:${branchRef}`, ...also.map(({ ref }) => `:${ref}`)];
@@ -78,7 +85,7 @@ export class BranchPush {
           this.options.uri,
           ...refspecs,
         ],
-        { signal, pushesTo },
+        { signal, pushesTo, sends },
       );
     } catch (error) {
       // Without a verdict for our ref the push may or may not have landed: a transient failure.

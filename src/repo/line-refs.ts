@@ -98,8 +98,10 @@ export class LineRefs {
   ): Promise<PushOutcome | PushRefused | undefined> {
     let out: string;
     try {
+      // Nothing to send: an entry names a commit the server has, or goes (own-push.ts checks).
       out = await this.copy.run(['push', '--porcelain', '--', this.options.uri, ...refspecs], {
         signal,
+        sends: [],
       });
     } catch (error) {
       const outcome =

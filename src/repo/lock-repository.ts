@@ -10,7 +10,7 @@
 import { OperationError } from '../base/errors.js';
 import type { Git, GitRunOptions } from '../git/git.js';
 import type { PushOutcome } from '../git/push-outcome.js';
-import { writePack } from '../git/pack-objects.js';
+import { writePack, type PackedObject } from '../git/pack-objects.js';
 import type { GitIdentity } from '../git/environment.js';
 import {
   lockPath,
@@ -93,6 +93,11 @@ export class LockRepository {
   private staged: { change: Change; effective: boolean }[] = [];
   /** The last commit written, which `push` sends. */
   private committed: string | undefined;
+  /**
+   * The objects of the commits since the synced tip, where the run built them all (undefined
+   * where fast-import wrote any): what the push sends (BranchPush, own-push.ts).
+   */
+  private unpushed: PackedObject[] | undefined = [];
   /** The waiting line as the last fetch found it (with `line`), or as syncTo inferred it. */
   private fetchedLine: WaitingEntry[] = [];
   lineInferred = false;
@@ -224,6 +229,7 @@ export class LockRepository {
     this.entries = new Map();
     this.staged = [];
     this.committed = undefined;
+    this.unpushed = [];
     return this.synced();
   }
 
@@ -352,6 +358,7 @@ export class LockRepository {
     const built = this.movesBuilt(messages, identity);
     if (built) {
       await writePack(this.options.workdir, built);
+      this.unpushed?.push(...built);
       const ids = built.filter(({ type }) => type === 'commit').map(({ id }) => id);
       this.committed = ids.at(-1);
       this.staged = [];
@@ -380,6 +387,8 @@ export class LockRepository {
         ],
       },
     );
+    // What fast-import wrote is git's to send.
+    this.unpushed = undefined;
     const ids = parseMarks(out, staged.length);
     if (!ids) throw new Error(`git fast-import printed no commit: ${out}`);
     this.committed = ids.at(-1);
@@ -409,7 +418,8 @@ export class LockRepository {
   async push(signal?: AbortSignal, leaving?: WaitingEntry): Promise<PushOutcome> {
     if (!this.committed) throw new Error('nothing committed to push');
     const seen = leaving && this.fetchedLine.find(({ token }) => token === leaving.token);
-    return this.pusher.push(this.committed, signal, leaving && { ...leaving, at: seen?.at });
+    const entry = leaving && { ...leaving, at: seen?.at };
+    return this.pusher.push(this.committed, signal, entry, this.unpushed);
   }
 
   /** The newest commit in the synced history that touched this lock's file (SyncedHistory). */

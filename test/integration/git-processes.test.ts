@@ -57,12 +57,13 @@ async function counted(script: 'check' | 'in' | 'out', request: object, args: st
 }
 
 describe('git processes per operation', () => {
-  it('an acquire runs push alone, and nothing git can spare', async () => {
+  it('an acquire starts no git process', async () => {
     const acquire = await counted('out', { params: { acquire: true } }, [await scratchDir()]);
     // The first fetch is asked on the run's session and written by the run, which reads the pool
-    // from what it wrote and builds the claim's commit itself (git/session-pack.ts,
-    // repo/moved-commits.ts): no fetch, ls-tree or fast-import.
-    expect(acquire.started).toEqual(['push']);
+    // from what it wrote, builds the claim's commit itself and pushes it on receive-pack's
+    // connection (git/session-pack.ts, repo/moved-commits.ts, git/own-push.ts): no fetch,
+    // ls-tree, fast-import or push.
+    expect(acquire.started).toEqual([]);
     // No `git var` (the identity is known), no `git init` (the copy is four files), no
     // `index-pack` or `unpack-objects`.
     expect(acquire.processes).not.toContain('var');
@@ -87,7 +88,7 @@ describe('git processes per operation', () => {
     const release = await counted('out', { params: { release: 'lock' } }, [
       await lockStep('lock-a'),
     ]);
-    expect(release.started).toEqual(['push']);
+    expect(release.started).toEqual([]);
     expect(release.processes).not.toContain('var');
     expect(release.processes).not.toContain('unpack-objects');
     expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
@@ -102,9 +103,9 @@ describe('git processes per operation', () => {
     const step = await scratchDir();
     await counted('in', { version: (acquire.response as Response).version }, [join(step, 'lock')]);
     const release = await counted('out', { params: { release: 'lock' } }, [step]);
-    // The claim's commit and its renewals since, one log each; the tip it reads them at is the
-    // one it fetched, which needs no `rev-parse` to be there.
-    expect(release.started).toEqual(['push']);
+    // The claim's commit and its renewals since are read from the commits it fetched
+    // (repo/fetched-log.ts), and the release pushed by the run itself.
+    expect(release.started).toEqual([]);
     expect(await repo.state('pool')).toEqual({ claimed: [], unclaimed: ['lock-a'] });
   });
 
@@ -133,10 +134,10 @@ describe('git processes per operation', () => {
     expect(fromServer).toHaveLength(0);
     expect(started).not.toContain('unpack-objects');
     // Who holds lock-a, and how long locks are held, are read from the commits it fetched
-    // itself (repo/fetched-log.ts): no fetch into a copy of the lookup's own, no log. It pushes
-    // its place in line, then its claim.
+    // itself (repo/fetched-log.ts): no fetch into a copy of the lookup's own, no log. Its place
+    // in line and its claim are pushed by the run itself (git/own-push.ts).
     expect(stderr).toMatch(/waiting for lock: .*"lock-a" held by Fixture/);
-    expect(started).toEqual(['push', 'push']);
+    expect(started).toEqual([]);
   });
 
   it('asks git for the identity when git_config sets one, and commits as it', async () => {
