@@ -3,7 +3,8 @@
 // reclaim that ended a claim. Read first from the commits the put's working copy already holds,
 // then, when the claim lies further back, in a copy of its own, deepened as far as the claiming
 // commits lie (the whole history if need be: fencing must not guess), so the working copy stays
-// as shallow as it is.
+// as shallow as it is. A waiting put's progress asks the working copy's window too
+// (heldInWindow), and looks elsewhere itself where that does not reach.
 import type { Git } from '../git/git.js';
 import type { ClaimFacts, LockState, ReclaimFacts } from '../lock/pool-state.js';
 import type { BranchCopy } from './branch-copy.js';

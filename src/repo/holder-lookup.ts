@@ -1,5 +1,6 @@
-// Who holds the locks a waiting put wants, for `out`'s progress lines (run/progress.ts): a
-// LockHolders in a copy of the run's own, within a time budget of its own.
+// Who holds the locks a waiting put wants, for `out`'s progress lines (run/progress.ts): read from
+// the window of history the put's own copy holds where it reaches the claims, else by a
+// LockHolders in a copy of the lookup's own, within a time budget of its own.
 import { join } from 'node:path';
 import { CancelledError, formatMs } from '../base/errors.js';
 import type { Git } from '../git/git.js';
@@ -12,10 +13,6 @@ import {
 } from './lock-holders.js';
 
 /**
- * The holder lookup as `out`'s progress uses it: claimed locks only, bounded by its own time
- * budget so a slow server can delay a waiting line but never the wait itself by much.
- */
-/**
  * Who holds the claimed locks among `wanted` at `tip` as the put's own copy tells without a
  * fetch (LockRepository.heldInWindow); undefined where it cannot.
  */
@@ -25,6 +22,10 @@ export type HeldInWindow = (
   signal: AbortSignal,
 ) => Promise<LockRecord[] | undefined>;
 
+/**
+ * The holder lookup as `out`'s progress uses it: claimed locks only, bounded by its own time
+ * budget so a slow server can delay a waiting line but never the wait itself by much.
+ */
 export class HolderLookup {
   constructor(
     private readonly holders: LockHolders,
