@@ -1,5 +1,5 @@
 // The git daemon lives in git-daemon.mjs, which the bench (plain Node) shares.
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach } from 'vitest';
 import { startGitDaemon, type GitDaemon } from './git-daemon.mjs';
 import { createLockRepo, type LockRepo, type PoolSeed } from './lock-repo.js';
 
@@ -14,16 +14,17 @@ export interface ServedLockRepo {
 
 /**
  * A lock repository with `pool` seeded, served by git daemon for the tests around the call (its
- * describe block, or the file); read its fields inside the tests.
+ * describe block, or the file), or a new one for each of them (`each`); read its fields inside
+ * the tests.
  */
-export function servedLockRepo(pool: PoolSeed): ServedLockRepo {
+export function servedLockRepo(pool: PoolSeed, each = false): ServedLockRepo {
   let repo: LockRepo | undefined;
   let daemon: GitDaemon | undefined;
-  beforeAll(async () => {
+  (each ? beforeEach : beforeAll)(async () => {
     repo = await createLockRepo({ pool });
     daemon = await startGitDaemon(repo.root);
   });
-  afterAll(async () => {
+  (each ? afterEach : afterAll)(async () => {
     await daemon?.stop();
     await repo?.cleanup();
   });

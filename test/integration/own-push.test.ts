@@ -3,34 +3,23 @@
 // the push is a lost race, and a push the run would not make as git does is left to git with
 // nothing sent.
 import { connect, type Socket } from 'node:net';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { daemonRequest, daemonTarget } from '../../src/git/daemon-refs.js';
 import { isFlush, packets, packetText, advertisedRefs } from '../../src/git/ls-refs.js';
 import { ownPush, ownPushUpdates, type ReadAdvertisement } from '../../src/git/own-push.js';
 import { objectId, type PackedObject } from '../../src/git/pack-objects.js';
 import { classifyPush } from '../../src/git/push-outcome.js';
-import { startGitDaemon, type GitDaemon } from '../helpers/git-daemon.js';
-import { createLockRepo, git, type LockRepo } from '../helpers/lock-repo.js';
+import { servedLockRepo } from '../helpers/git-daemon.js';
+import { git } from '../helpers/lock-repo.js';
 import { runCommand } from '../helpers/run-command.js';
 import { source } from '../helpers/source.js';
 import { buildFolder, otherClone, protectBranch, refused, HOOK_REFUSAL } from '../helpers/steps.js';
 
-let repo: LockRepo;
-let daemon: GitDaemon;
-
-beforeEach(async () => {
-  repo = await createLockRepo({ pool: { unclaimed: ['lock-a', 'lock-b'] } });
-  daemon = await startGitDaemon(repo.root);
-});
-
-afterEach(async () => {
-  await daemon?.stop();
-  await repo?.cleanup();
-});
+const served = servedLockRepo({ unclaimed: ['lock-a', 'lock-b'] }, true);
 
 /** A receive-pack connection to the repository, its advertisement read. */
 async function advertised(): Promise<ReadAdvertisement> {
-  const target = daemonTarget(daemon.url(repo.bare))!;
+  const target = daemonTarget(served.url)!;
   const socket: Socket = connect({ host: target.host, port: target.port });
   await new Promise((resolve) => socket.once('connect', resolve));
   socket.write(daemonRequest('git-receive-pack', target));
@@ -52,7 +41,7 @@ async function advertised(): Promise<ReadAdvertisement> {
 
 /** A commit on `parent` with its tree, as the run builds one: its object. */
 async function commitOn(parent: string, message: string): Promise<PackedObject> {
-  const tree = await git(repo.bare, 'rev-parse', `${parent}^{tree}`);
+  const tree = await git(served.repo.bare, 'rev-parse', `${parent}^{tree}`);
   const text =
     `tree ${tree.trim()}\nparent ${parent}\n` +
     `author A <a@example.com> 1796400000 +0000\ncommitter A <a@example.com> 1796400000 +0000\n\n${message}\n`;
@@ -65,7 +54,7 @@ const push = (...refspecs: string[]) => ['push', '--porcelain', '--', 'fd::3', .
 
 describe('a push the run makes itself over git://', () => {
   it('lands a commit it sends, as git would have said', async () => {
-    const tip = (await repo.tip()).trim();
+    const tip = (await served.repo.tip()).trim();
     const commit = await commitOn(tip, 'pushed by the run');
     const result = await ownPush(
       push(`${commit.id}:refs/heads/master`),
@@ -75,16 +64,16 @@ describe('a push the run makes itself over git://', () => {
     );
     expect(result?.exitCode).toBe(0);
     expect(classifyPush(result!.stdout.toString(), 'refs/heads/master')).toBe('pushed');
-    expect((await repo.tip()).trim()).toBe(commit.id);
-    await git(repo.bare, 'fsck', '--strict', '--no-dangling');
+    expect((await served.repo.tip()).trim()).toBe(commit.id);
+    await git(served.repo.bare, 'fsck', '--strict', '--no-dangling');
   });
 
   it('is a lost race where the branch moved after the advertisement', async () => {
-    const tip = (await repo.tip()).trim();
+    const tip = (await served.repo.tip()).trim();
     const commit = await commitOn(tip, 'made on the old tip');
     const connection = await advertised();
-    await otherClone(repo).claim('lock-b');
-    const moved = (await repo.tip()).trim();
+    await otherClone(served.repo).claim('lock-b');
+    const moved = (await served.repo.tip()).trim();
     const result = await ownPush(
       push(`${commit.id}:refs/heads/master`),
       connection,
@@ -93,24 +82,24 @@ describe('a push the run makes itself over git://', () => {
     );
     expect(result?.exitCode).toBe(1);
     expect(classifyPush(result!.stdout.toString(), 'refs/heads/master')).toBe('rejected');
-    expect((await repo.tip()).trim()).toBe(moved);
+    expect((await served.repo.tip()).trim()).toBe(moved);
   });
 
   it('creates and deletes a line entry at a commit the server has, sending no object', async () => {
-    const tip = (await repo.tip()).trim();
+    const tip = (await served.repo.tip()).trim();
     const entry = 'refs/pool-resource/waiting/master/pool/1-100-entry';
     const created = await ownPush(push(`+${tip}:${entry}`), await advertised(), [], signal);
     expect(created?.stdout.toString()).toContain(`*\t${tip}:${entry}\t[new reference]`);
-    expect((await git(repo.bare, 'rev-parse', entry)).trim()).toBe(tip);
+    expect((await git(served.repo.bare, 'rev-parse', entry)).trim()).toBe(tip);
     const deleted = await ownPush(push(`:${entry}`), await advertised(), [], signal);
     expect(classifyPush(deleted!.stdout.toString(), entry)).toBe('pushed');
-    expect(await git(repo.bare, 'for-each-ref', 'refs/pool-resource')).toBe('');
+    expect(await git(served.repo.bare, 'for-each-ref', 'refs/pool-resource')).toBe('');
   });
 
   it('quotes what the hook that refused it said, as git does', async () => {
-    await protectBranch(repo);
+    await protectBranch(served.repo);
     const result = await runCommand('out', {
-      stdin: { source: source(repo, { uri: daemon.url(repo.bare) }), params: { acquire: true } },
+      stdin: { source: source(served.repo, { uri: served.url }), params: { acquire: true } },
       args: [await buildFolder()],
     });
     refused(result, `${HOOK_REFUSAL} (remote: branch master is protected)`);
