@@ -19,7 +19,7 @@ import type { Socket } from 'node:net';
 import type { KnownRef } from '../transport/kept-advertisements.js';
 import { advertisedRefs, isFlush, MAX_ANSWER_BYTES, packets, packetText } from './ls-refs.js';
 import { relayed } from './daemon-command.js';
-import { ownPush } from './own-push.js';
+import { ownPush, type Advertised } from './own-push.js';
 import { SOCKET_REMOTE, type CommandResult, type FdRunOptions } from './fd-command.js';
 
 /**
@@ -28,15 +28,6 @@ import { SOCKET_REMOTE, type CommandResult, type FdRunOptions } from './fd-comma
  * against its `--max-connections` meanwhile.
  */
 const KEPT_MS = 1_000;
-
-/** A receive-pack connection and what it has advertised, read by the run. */
-interface Advertised {
-  socket: Socket;
-  /** Everything read from it so far: git reads it first. */
-  read: Buffer;
-  /** The refs it advertised; undefined where the advertisement could not be read whole. */
-  refs: Map<string, string> | undefined;
-}
 
 export class DaemonPushes {
   private kept: (Advertised & { timer: NodeJS.Timeout; closed: () => boolean }) | undefined;
@@ -184,7 +175,10 @@ function standingAt(advertised: Advertised, expected: KnownRef): Advertised | un
  * the server said something else (an `ERR` line, a connection ended early, more than an answer
  * holds), which git then reads as it would have. Undefined, the socket destroyed, when stopped.
  */
-function readAdvertisement(socket: Socket, signal: AbortSignal): Promise<Advertised | undefined> {
+export function readAdvertisement(
+  socket: Socket,
+  signal: AbortSignal,
+): Promise<Advertised | undefined> {
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     let size = 0;

@@ -18,10 +18,12 @@ const ZERO_ID = '0'.repeat(40);
 /** The most of a report read: a few lines per ref, and what hooks print. */
 const MAX_REPORT_BYTES = 1024 * 1024;
 
-/** A receive-pack connection, what the run read of it (the advertisement), and its refs. */
-export interface ReadAdvertisement {
+/** A receive-pack connection and what it has advertised, read by the run (daemon-push.ts). */
+export interface Advertised {
   socket: Socket;
+  /** Everything read from it so far: git reads it first. */
   read: Buffer;
+  /** The refs it advertised; undefined where the advertisement could not be read whole. */
   refs: Map<string, string> | undefined;
 }
 
@@ -74,7 +76,7 @@ export function ownPushUpdates(
  */
 export async function ownPush(
   args: readonly string[],
-  advertised: ReadAdvertisement,
+  advertised: Advertised,
   sends: readonly PackedObject[],
   signal: AbortSignal,
 ): Promise<CommandResult | undefined> {

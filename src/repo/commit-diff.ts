@@ -33,7 +33,7 @@ export function changesBelow(
  * The id of the folder at `path` below the tree `root`: '' where there is none (no such entry, or
  * a file there), undefined where a folder on the way is not kept.
  */
-function folderId(
+export function folderId(
   fetched: FetchedObjects,
   root: string | undefined,
   path: string,

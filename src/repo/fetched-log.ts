@@ -5,15 +5,9 @@
 // on the way is not kept, or git might read a commit otherwise, the answer is undefined and git
 // is asked as before.
 import { inRenewalLog } from './claim-trailers.js';
-import { entryAt } from './commit-diff.js';
-import type { FetchedObjects } from './fetched-objects.js';
+import { entryAt, folderId } from './commit-diff.js';
+import { WALK_LIMIT, type FetchedObjects } from './fetched-objects.js';
 import type { HolderLogRecord } from './git-output.js';
-
-/**
- * A window reaching further back than this is read by git. Less than the progress looks back
- * (lock-holders.ts's PROGRESS_MAX_DEPTH), which ClaimReader.heldInWindow counts on.
- */
-const WALK_LIMIT = 1024;
 
 /**
  * The commits `git log <head>` walks in a copy whose shallow commits are `shallow`, newest
@@ -125,8 +119,8 @@ export function holdLog(
     if (records.length >= max) break;
     if (!step) return undefined;
     const { commit, parent } = step;
-    const now = folderAt(fetched, commit, pool);
-    const before = parent === undefined ? '' : folderAt(fetched, parent, pool);
+    const now = folderId(fetched, fetched.rootOf(commit), pool);
+    const before = parent === undefined ? '' : folderId(fetched, fetched.rootOf(parent), pool);
     if (now === undefined || before === undefined) return undefined;
     if (now === before) continue;
     const subject = subjectOf(fetched.holderRecord(commit)?.body);
@@ -145,12 +139,6 @@ function subjectOf(message: string | undefined): string | undefined {
   const [subject, next] = message?.split('\n', 2) ?? [];
   if (subject === undefined || subject === '' || subject.trim() !== subject) return undefined;
   return next === undefined || next.trim() === '' ? subject : undefined;
-}
-
-/** The id of the folder at `path` in `commit`: '' where there is none; undefined where unknown. */
-function folderAt(fetched: FetchedObjects, commit: string, path: string): string | undefined {
-  const entry = entryAt(fetched, fetched.rootOf(commit), path);
-  return entry === undefined ? undefined : entry?.type === 'tree' ? entry.id : '';
 }
 
 /**

@@ -40,8 +40,12 @@ const KEPT_TREES = 64;
 const KEPT_BLOBS = 64;
 const KEPT_BLOB_BYTES = 64 * 1024;
 
-/** A walk of the commits between two tips goes no further: git reads a longer one. */
-const WALK_LIMIT = 1024;
+/**
+ * A walk of the commits between two tips, or down a window (fetched-log.ts), goes no further: git
+ * reads a longer one. Less than the progress looks back (lock-holders.ts's PROGRESS_MAX_DEPTH),
+ * which ClaimReader.heldInWindow counts on.
+ */
+export const WALK_LIMIT = 1024;
 
 export class FetchedObjects {
   private readonly commits = new Map<string, ParsedCommit>();

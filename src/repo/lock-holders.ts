@@ -207,10 +207,11 @@ export class LockHolders {
     const found = new Map<string, LockRecord>();
     let steps = 0;
     let lastVisible = 0;
+    let shallow: ReadonlySet<string> = new Set();
     for (;;) {
       const pending = [...byPath.keys()].filter((path) => !found.has(path));
       if (pending.length === 0) break;
-      const shallow = await this.copy.shallowCommits();
+      shallow = await this.copy.shallowCommits();
       for (const [path, record] of await this.addingCommits(pending, shallow, signal)) {
         found.set(path, { ...byPath.get(path)!, ...record });
       }
@@ -225,7 +226,7 @@ export class LockHolders {
       const more = maxDepth === undefined && steps > DEEPEN_STEPS.length ? 'all' : step;
       if (!(await this.copy.deepen(more, { signal, atMost: maxDepth }))) break;
     }
-    await this.renewLeases(found, signal);
+    await this.renewLeases(found, shallow, signal);
     return [...byPath.entries()].map(([path, lock]) => found.get(path) ?? { ...lock });
   }
 
@@ -236,12 +237,17 @@ export class LockHolders {
    * hold every renewal; a token is unique to one put, so a `renewing:` commit with it that names
    * the lock counts (the locks of a set share their put's token).
    */
-  private async renewLeases(found: Map<string, LockRecord>, signal?: AbortSignal) {
+  private async renewLeases(
+    found: Map<string, LockRecord>,
+    /** The copy's shallow commits, as `records` last read them. */
+    shallow: ReadonlySet<string>,
+    signal?: AbortSignal,
+  ) {
     const claims = [...found.values()].filter(({ state, token }) => state === 'claimed' && token);
     if (claims.length === 0) return;
     const { fetched } = this.options;
     const log =
-      (fetched && renewalLog(fetched, this.head, await this.copy.shallowCommits())) ??
+      (fetched && renewalLog(fetched, this.head, shallow)) ??
       parseHolderLog(await this.run(renewalLogArgs([this.head]), signal));
     for (const [record, lease] of renewedLeases(log, claims)) record.leaseExpires = lease;
   }

@@ -2,11 +2,11 @@
 // what the server answers reaches the put as git's push would have told it, a branch moved under
 // the push is a lost race, and a push the run would not make as git does is left to git with
 // nothing sent.
-import { connect, type Socket } from 'node:net';
+import { connect } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { daemonRequest, daemonTarget } from '../../src/git/daemon-refs.js';
-import { isFlush, packets, packetText, advertisedRefs } from '../../src/git/ls-refs.js';
-import { ownPush, ownPushUpdates, type ReadAdvertisement } from '../../src/git/own-push.js';
+import { readAdvertisement } from '../../src/git/daemon-push.js';
+import { ownPush, ownPushUpdates, type Advertised } from '../../src/git/own-push.js';
 import { objectId, type PackedObject } from '../../src/git/pack-objects.js';
 import { classifyPush } from '../../src/git/push-outcome.js';
 import { servedLockRepo } from '../helpers/git-daemon.js';
@@ -17,26 +17,13 @@ import { buildFolder, otherClone, protectBranch, refused, HOOK_REFUSAL } from '.
 
 const served = servedLockRepo({ unclaimed: ['lock-a', 'lock-b'] }, true);
 
-/** A receive-pack connection to the repository, its advertisement read. */
-async function advertised(): Promise<ReadAdvertisement> {
+/** A receive-pack connection to the repository, its advertisement read as a push reads it. */
+async function advertised(): Promise<Advertised> {
   const target = daemonTarget(served.url)!;
-  const socket: Socket = connect({ host: target.host, port: target.port });
+  const socket = connect({ host: target.host, port: target.port });
   await new Promise((resolve) => socket.once('connect', resolve));
   socket.write(daemonRequest('git-receive-pack', target));
-  const read = await new Promise<Buffer>((resolve) => {
-    let data = Buffer.alloc(0);
-    const onData = (chunk: Buffer) => {
-      data = Buffer.concat([data, chunk]);
-      if (![...packets(data)].some(isFlush)) return;
-      socket.off('data', onData);
-      socket.pause();
-      resolve(data);
-    };
-    socket.on('data', onData);
-  });
-  const lines = [...packets(read)].filter((packet) => !isFlush(packet)).map(packetText);
-  const refs = new Map(advertisedRefs(lines)!.map(({ ref, id }) => [ref, id]));
-  return { socket, read, refs };
+  return (await readAdvertisement(socket, new AbortController().signal))!;
 }
 
 /** A commit on `parent` with its tree, as the run builds one: its object. */
