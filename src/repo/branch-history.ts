@@ -24,12 +24,12 @@ import {
 } from './git-output.js';
 import {
   claimFromTrailers,
-  inRenewalLog,
   renewalLogArgs,
   renewedLeases,
   trailerValues,
 } from './claim-trailers.js';
 import { changesBelow } from './commit-diff.js';
+import { renewalLog } from './fetched-log.js';
 import { FetchedObjects } from './fetched-objects.js';
 
 /** How much wider each deepening makes the window. */
@@ -274,11 +274,10 @@ export class BranchHistory {
    */
   async claimOf(commit: string, name: string): Promise<CommitClaim> {
     // One command for the claim and its renewals; its parents are in the window, as `commit` is
-    // not cut off. The tip alone is read from what the copy fetched, where it was.
-    const kept = commit === this.tip ? this.fetched.holderRecord(commit) : undefined;
-    const log = kept
-      ? [kept].filter(({ body }) => inRenewalLog(body))
-      : parseHolderLog(await this.run(renewalLogArgs([this.tip, '--not', `${commit}^@`])));
+    // not cut off. Read from what the copy fetched, where it holds those commits.
+    const kept = renewalLog(this.fetched, this.tip, await this.shallowCommits(), commit);
+    const log =
+      kept ?? parseHolderLog(await this.run(renewalLogArgs([this.tip, '--not', `${commit}^@`])));
     const trailers = log.find((record) => record.commit === commit)?.trailers;
     const claim = { ...claimFromTrailers(trailers ?? ''), trailers };
     if (claim.token === undefined) return claim;

@@ -83,22 +83,25 @@ export function addingLog(
 }
 
 /**
- * What parseHolderLog reads of `git log` with renewalLogArgs over `head`: the commits of the
- * window whose message renewals and claims are told by, the newest first. Undefined where a
- * commit of the window is not kept or its message is one git might read otherwise.
+ * What parseHolderLog reads of `git log` with renewalLogArgs over `head` (or over `head --not
+ * last^@`: down to `last`): the commits of the window whose message renewals and claims are told
+ * by, the newest first. Undefined where a commit of the window is not kept, its message is one
+ * git might read otherwise, or the walk ends before `last`.
  */
 export function renewalLog(
   fetched: FetchedObjects,
   head: string,
   shallow: ReadonlySet<string>,
+  last?: string,
 ): HolderLogRecord[] | undefined {
   const log: HolderLogRecord[] = [];
   for (const step of walk(fetched, head, shallow)) {
     const record = step && fetched.holderRecord(step.commit);
     if (!record) return undefined;
     if (inRenewalLog(record.body)) log.push(record);
+    if (record.commit === last) return log;
   }
-  return log;
+  return last === undefined ? log : undefined;
 }
 
 /**

@@ -195,6 +195,21 @@ describe('the logs of a window the run fetched', () => {
     expect(subjects.filter((subject) => subject.startsWith('renewing:'))).toEqual([]);
   });
 
+  it('reads the renewals down to a commit as git reads them from the tip, not past that commit', () => {
+    const fetched = kept(work);
+    const tip = history[0]!;
+    for (const last of history) {
+      const ours = renewalLog(fetched, tip, new Set(), last);
+      const theirs = parseHolderLog(git(renewalLogArgs([tip, '--not', `${last}^@`])).toString());
+      expect(brief(ours!)).toEqual(brief(theirs));
+    }
+    // Something was compared: from lock-a's second claim, that claim and its two renewals.
+    const claimed = history[4]!;
+    expect(renewalLog(fetched, tip, new Set(), claimed)).toHaveLength(3);
+    // A commit the walk never meets is left to git.
+    expect(renewalLog(fetched, history[6]!, new Set(), claimed)).toBeUndefined();
+  });
+
   it('read as git reads a shallow copy, which stops at its shallow commit', () => {
     for (const depth of [1, 3, 5, 8]) {
       const copy = join(dir, `shallow-${depth}`);
