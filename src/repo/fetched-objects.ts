@@ -182,6 +182,22 @@ export class FetchedObjects {
   }
 
   /**
+   * The `Claim-Token` values of the newest `count` commits down from `tip`, as far as they are kept
+   * (a walk stops at a commit not kept, a merge or a message git might read otherwise).
+   */
+  newestClaimTokens(tip: string, count: number): string[] {
+    const tokens: string[] = [];
+    let id: string | undefined = tip;
+    for (let walked = 0; id !== undefined && walked < count; walked++) {
+      const commit = this.commits.get(id);
+      if (!commit?.claimTokens) break;
+      tokens.push(...commit.claimTokens);
+      id = commit.parents.length === 1 ? commit.parents[0] : undefined;
+    }
+    return tokens;
+  }
+
+  /**
    * The `Claim-Token` values of the commits after `from` up to `to`, where `to` reaches `from`
    * through kept commits of one parent each; undefined otherwise (git's log reads them).
    */

@@ -6,7 +6,15 @@ import type { KeptRefs } from '../git/kept-refs.js';
 import { classifyPush, type PushOutcome, type PushRefused } from '../git/push-outcome.js';
 import { entryRef, linePrefix, parseEntryRef, type WaitingEntry } from '../lock/line-entry.js';
 import type { BranchCopy } from './branch-copy.js';
+import type { FetchedObjects } from './fetched-objects.js';
 import type { RemoteRef } from './git-output.js';
+import { lineTokenOf } from './line-claims.js';
+
+/**
+ * How many of the newest commits at the tip listed with the line are read for claims whose entries
+ * the listing may still show (see entries): a listing races the pushes that land while it runs.
+ */
+const LISTED_CLAIMS = 16;
 
 export interface LineRefsOptions {
   uri: string;
@@ -22,6 +30,8 @@ export class LineRefs {
   constructor(
     private readonly copy: BranchCopy,
     private readonly options: LineRefsOptions,
+    /** The commits the run fetched itself, where the claims at a listed tip are read. */
+    private readonly fetched?: FetchedObjects,
   ) {}
 
   private get prefix(): string {
@@ -38,14 +48,28 @@ export class LineRefs {
     return this.options.line ? [`+${this.prefix}*:refs/pool-resource/line/*`] : [];
   }
 
-  /** The line's entries among `refs`. */
-  entries(refs: readonly RemoteRef[]): WaitingEntry[] {
+  /**
+   * The line's entries among `refs`, listed with the branch at `tip`: less the puts whose claims
+   * are among its newest commits, as far as the run fetched them. A claim's push takes its put's
+   * entry out of the line with it, but a listing taken while that push lands may show the branch
+   * after it with the entry still there (git moves the refs of one push one at a time): a put that
+   * went by such a line would wait on a put that is gone, until its stall ended.
+   */
+  entries(refs: readonly RemoteRef[], tip: string | undefined): WaitingEntry[] {
     const line: WaitingEntry[] = [];
     for (const { id, ref } of refs) {
       const entry = parseEntryRef(this.prefix, ref);
       if (entry) line.push({ ...entry, at: id });
     }
-    return line;
+    return this.listedAt(tip, line);
+  }
+
+  /** `line`, listed with the branch at `tip`, less the puts whose claims it shows (see entries). */
+  listedAt(tip: string | undefined, line: WaitingEntry[]): WaitingEntry[] {
+    const claims = tip === undefined ? [] : this.fetched?.newestClaimTokens(tip, LISTED_CLAIMS);
+    if (!claims?.length) return line;
+    const gone = new Set(claims.map(lineTokenOf));
+    return line.filter(({ token }) => !gone.has(token));
   }
 
   /**
@@ -62,7 +86,7 @@ export class LineRefs {
         ? await kept.listRefs([branch, this.prefix]).catch(() => undefined)
         : undefined) ?? (await this.copy.remoteRefs([branch, `${this.prefix}*`]));
     const tip = refs.find(({ ref }) => ref === branch)?.id;
-    return { tip, line: this.entries(refs) };
+    return { tip, line: this.entries(refs, tip) };
   }
 
   /** Whether `look` asks on a kept connection: polls may then look, and fetch once it moved. */

@@ -125,7 +125,7 @@ export class LockRepository {
       fetched: this.fetched,
     });
     this.claimReader = new ClaimReader(git, options, this.copy, this.fetched);
-    this.line = new LineRefs(this.copy, options);
+    this.line = new LineRefs(this.copy, options, this.fetched);
     this.pusher = new BranchPush(this.copy, this.line, options);
     this.history = new SyncedHistory(
       this.copy,
@@ -192,7 +192,8 @@ export class LockRepository {
     if (!byId || !(await this.copy.fetchCommit(tip, reach))) return this.sync();
     const claimed = await this.claimsBetween(since, tip);
     if (!claimed) return this.sync();
-    this.fetchedLine = this.options.line ? line.filter(({ token }) => !claimed.has(token)) : [];
+    const left = line.filter(({ token }) => !claimed.has(token));
+    this.fetchedLine = this.options.line ? this.line.listedAt(tip, left) : [];
     this.lineInferred = since !== undefined;
     return this.startAttempt();
   }
@@ -460,13 +461,14 @@ export class LockRepository {
   /** Fetches the branch (and, with `line`, the line's refs) and keeps the line it found. */
   private async fetch(reach: Reach): Promise<void> {
     const refs = await this.copy.fetch(reach, { refspecs: this.line.refspecs });
-    [this.fetchedLine, this.lineInferred] = [this.line.entries(refs), false];
+    [this.fetchedLine, this.lineInferred] = [this.line.entries(refs, this.copy.fetched), false];
   }
 
   /** Fetches `more` commits of history; false when the copy already holds it all. */
   private async deepen(more: number | 'all'): Promise<boolean> {
     const refs = await this.copy.deepen(more, { refspecs: this.line.refspecs });
-    if (refs) [this.fetchedLine, this.lineInferred] = [this.line.entries(refs), false];
+    if (refs)
+      [this.fetchedLine, this.lineInferred] = [this.line.entries(refs, this.copy.fetched), false];
     return refs !== undefined;
   }
 }

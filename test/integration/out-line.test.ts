@@ -1,7 +1,7 @@
 // The waiting line, end to end over a real git daemon: puts that wait for a lock take it in the
 // order they started, and no put leaves its place behind, whether it acquired, timed out, was
 // stopped or was killed outright.
-import { writeFile, chmod } from 'node:fs/promises';
+import { chmod, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/eventually.js';
@@ -256,6 +256,39 @@ describe('refs in the line that no put made', () => {
       expect((await repo.subjects())[0]).toBe('claiming: lock-a');
     } finally {
       await git(repo.bare, 'update-ref', '-d', stray);
+    }
+  });
+});
+
+describe('an entry whose claim the branch already carries', () => {
+  it('is no put ahead: a listing that ran while that claim landed still showed it', async () => {
+    // The tip is the claim of a put in line, whose push took its entry out with it; a listing of
+    // the refs taken while that push landed shows the new tip with the entry still there.
+    const hand = otherClone(repo);
+    await hand.add('lock-b');
+    await hand.add('lock-c');
+    await repo.commit('claiming: lock-c\n\nClaim-Token: gone-1', async (work) =>
+      rename(join(work, 'pool/unclaimed/lock-c'), join(work, 'pool/claimed/lock-c')),
+    );
+    const entry = `refs/pool-resource/waiting/master/pool/${Date.now() - 60_000}-1000-gone1`;
+    await git(repo.bare, 'update-ref', entry, await repo.tip());
+    try {
+      const result = await startScript(
+        'out',
+        {
+          source: source(daemon.url(repo.bare), { retry_delay: '1s' }),
+          params: { acquire: true },
+        },
+        { args: [await buildFolder()], env: { BUILD_URL: 'https://ci/builds/beside-gone' } },
+      ).done;
+      // Served at once: not held back for the put that is gone, nor taken for gone after a grace.
+      expect(result.code, result.stderr).toBe(0);
+      expect(lockName(result)).toBe('lock-b');
+      expect(result.stderr).not.toMatch(/waiting in line|taking it out of the line/);
+    } finally {
+      await git(repo.bare, 'update-ref', '-d', entry);
+      await hand.remove('lock-b');
+      await hand.remove('lock-c');
     }
   });
 });

@@ -134,6 +134,18 @@ describe('FetchedObjects', () => {
     expect(fetched.claimTokens(claimB, first)).toBeUndefined();
     expect(fetched.claimTokens('0'.repeat(40), claimB)).toBeUndefined();
   });
+
+  it('reads the claims among the newest commits down from a tip, as far as they are kept', () => {
+    const fetched = new FetchedObjects();
+    fetched.learn(objectsSince(claimB, claimA));
+    // claimB and the change beside the pool are kept, claimA (the walk's third) is not.
+    expect(fetched.newestClaimTokens(claimB, 16)).toEqual(['7E2D-bb02']);
+    expect(fetched.newestClaimTokens(other, 16)).toEqual([]);
+    fetched.learn(objectsSince(claimA, first));
+    expect(fetched.newestClaimTokens(claimB, 16)).toEqual(['7E2D-bb02', '6F1C-aa01']);
+    expect(fetched.newestClaimTokens(claimB, 2)).toEqual(['7E2D-bb02']);
+    expect(fetched.newestClaimTokens('0'.repeat(40), 16)).toEqual([]);
+  });
 });
 
 describe('claimTokens', () => {
