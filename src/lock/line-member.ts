@@ -69,6 +69,8 @@ export class LineMember {
   private refused = false;
   /** Whether the place in line has been said on stderr. */
   private placeSaid = false;
+  /** Whether the attempt's sync read the line on the server with this put in it (observePool). */
+  private readInLine = false;
   /** Whether the last poll read the tip on the put's kept session (LockStore.tipNow). */
   private watching = false;
   /** What the put last waited for when no lock was free (see LockPool.attempt). */
@@ -139,8 +141,14 @@ export class LineMember {
     return this.watch.infersLine();
   }
 
-  /** Notes the free and claimed locks at the synced tip (see LineWatch.observe). */
-  observePool(tip: string, free: readonly string[], claimed: readonly string[]): void {
+  /**
+   * Notes the free and claimed locks at the synced tip (see LineWatch.observe). `read`: the line
+   * came with the tip from the server (LockStore.sync). In line already (it joined after a lost
+   * race), the put has read the line since it joined: its first poll need not read it again.
+   */
+  observePool(tip: string, free: readonly string[], claimed: readonly string[], read: boolean) {
+    this.readInLine = read && this.joined;
+    if (this.readInLine) this.watch.readLine();
     this.free = free.length;
     this.claimedLocks = claimed;
     const others = this.store.syncedLine().some((entry) => entry.token !== this.me.token);
@@ -192,6 +200,9 @@ export class LineMember {
     let presynced: string | undefined;
     let newest = tip;
     let lastSeen = this.store.syncedLine(); // as the last look or fetch found it
+    // The attempt read the line with this put in it: the place is known, the first poll watches.
+    if (this.readInLine)
+      this.sayPlace(this.see(entriesAhead(this.watch.present(lastSeen), this.me)));
     for (;;) {
       await wait.report(newest);
       const busy = this.clock.now() - this.watch.movedAt < quietAfterMs;

@@ -139,8 +139,9 @@ export class LockPool {
   }
 
   private async attempt(operation: ResolvedOperation, started: number): Promise<Attempt<Outcome>> {
-    const tip = this.presynced ?? (await this.store.sync());
+    const presynced = this.presynced;
     this.presynced = undefined;
+    const tip = presynced ?? (await this.store.sync());
     // A push whose result we never saw (connection dropped, timed out) may have landed.
     const landed = await this.claims.landedBy(this.store, tip);
     if (landed) {
@@ -174,7 +175,8 @@ export class LockPool {
         operation.reclaimExpired
           ? [...unclaimed, ...expiredClaims(state, leases).map(({ name }) => name)]
           : unclaimed;
-      line.observePool(tip, free, [...state.claimed]);
+      // A sync of its own read the line on the server; a wait's may have inferred it.
+      line.observePool(tip, free, [...state.claimed], presynced === undefined);
       // Fewer free than this put takes: no turn to wait for yet (decide says what it waits for).
       if (free.length >= count) {
         const turn = await line.turn(tip);

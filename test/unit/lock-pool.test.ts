@@ -1776,6 +1776,28 @@ describe('LockPool in the waiting line', () => {
     expect(store.log.slice(3, 6)).toEqual(['push', 'join', 'sync']);
   });
 
+  it('after a join that followed a lost race, says its place from the next sync and watches from its first poll', async () => {
+    const store = new FakeStore([], ['lock-a']);
+    store.tipWatched = true;
+    store.beforePush = () => {
+      store.beforePush = undefined;
+      store.otherMoves('lock-a', 'claimed');
+      store.pushes.unshift('rejected');
+    };
+    const { pool, clock, reporter } = setup(store, { lineToken: 'me' });
+    clock.onSleep = (index) => {
+      if (index === 2) store.otherMoves('lock-a', 'unclaimed');
+    };
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-a');
+    // The attempt after the lost race read the line with this put in it: no poll reads it again.
+    expect(store.log.filter((entry) => entry === 'sync' || entry === 'look')).toEqual([
+      'sync',
+      'sync',
+    ]);
+    expect(store.count('tipNow')).toBe(3);
+    expect(reporter.lines).toEqual(['waiting in line for pool "envs": first']);
+  });
+
   it('spreads puts in line over the free locks, so they do not race each other', async () => {
     const taken: string[] = [];
     for (const [token, ago] of [
