@@ -84,6 +84,8 @@ export class LineMember {
   private claimedLocks: readonly string[] = [];
   /** When the releases that serve this put become plausible (see frontPollInterval). */
   private readonly forecast: ReleaseForecast;
+  /** The tip at which this put last let the puts ahead claim first (see turn). */
+  private deferredAt: string | undefined;
   /** The entries ahead at a look that found a tip this put has not fetched (see waitInLine). */
   private unfetched: string | undefined;
   /** What this put has seen of the line and the free locks over time. */
@@ -176,6 +178,13 @@ export class LineMember {
     this.see(ahead);
     if (this.servedAfter(lockDemand(ahead))) {
       if (present.length === 0) return undefined;
+      // Puts ahead are served at this tip too: of the claims pushed on it, all but the first to
+      // land lose their race (a push, and a connection, for nothing). A put that waits already
+      // lets theirs land first, once a tip: at the next (their claim, most often) it decides again.
+      if (lockDemand(ahead) > 0 && this.joined && this.waitingFor && this.deferredAt !== tip) {
+        this.deferredAt = tip;
+        return 'wait';
+      }
       // The same spread for every put at this tip, a different one at the next.
       const offset = Number.parseInt(tip.slice(0, 8), 16) || 0;
       return (lockDemand(ahead) + offset) % this.free;

@@ -1798,6 +1798,58 @@ describe('LockPool in the waiting line', () => {
     expect(reporter.lines).toEqual(['waiting in line for pool "envs": first']);
   });
 
+  /**
+   * Two locks freed at once, for this put and the put ahead of it, which claims one at the sleep
+   * `claimsAt` unless this put pushes first (then at the same time: this put loses the race); or,
+   * without `claimsAt`, never.
+   */
+  function servedWithThePutAhead(claimsAt?: number) {
+    const store = new FakeStore(['lock-a', 'lock-b'], []);
+    store.line = [waiting('ahead')];
+    store.tipWatched = true;
+    const setupResult = setup(store, { lineToken: 'me' });
+    let aheadClaimed = false;
+    const aheadClaims = () => {
+      if (aheadClaimed) return;
+      aheadClaimed = true;
+      store.otherClaimsInLine('lock-a', 'ahead');
+    };
+    setupResult.clock.onSleep = (index) => {
+      if (index === 1) {
+        store.otherMoves('lock-a', 'unclaimed');
+        store.otherMoves('lock-b', 'unclaimed');
+      }
+      if (index === claimsAt) aheadClaims();
+    };
+    if (claimsAt !== undefined)
+      store.beforePush = () => {
+        if (aheadClaimed) return;
+        aheadClaims();
+        store.pushes.unshift('rejected');
+      };
+    return { store, ...setupResult };
+  }
+
+  it('served at the same tip as the put ahead, lets its claim land first and claims after it', async () => {
+    const { store, pool, reporter } = servedWithThePutAhead(2);
+    expect((await pool.run({ kind: 'acquire' })).name).toBe('lock-b');
+    // One push, on the tip of the claim ahead: no race lost.
+    expect(reporter.conflicts).toEqual([]);
+    expect(store.count('push')).toBe(1);
+    expect(store.line).toEqual([]);
+  });
+
+  it('served at the same tip as a put ahead that does not claim, claims once the lock stood free past a hand-over', async () => {
+    const { store, pool, clock } = servedWithThePutAhead();
+    const started = clock.now();
+    expect((await pool.run({ kind: 'acquire' })).name).toMatch(/^lock-[ab]$/);
+    // It waited on the put ahead for one tip only, and read the line on the server once before
+    // it claimed; the put ahead, slow but not gone, is still in line.
+    expect(store.log.filter((entry) => entry === 'sync')).toHaveLength(2);
+    expect(clock.now() - started).toBeLessThan(GONE_AFTER_MS);
+    expect(store.line.map((entry) => entry.token)).toEqual(['ahead']);
+  });
+
   it('spreads puts in line over the free locks, so they do not race each other', async () => {
     const taken: string[] = [];
     for (const [token, ago] of [
