@@ -162,8 +162,9 @@ export class LineMember {
   /**
    * Whether this put may take a free lock now, and which: undefined for the pool's own random
    * pick (nobody is in line, or the remote refused the line), an index into the free locks, or
-   * 'wait' while the puts ahead of it take them all. Decides on the line fetched with the tip,
-   * after taking out the puts ahead that are gone when that frees a lock for this one.
+   * 'wait' while the puts ahead of it take them all (or, once a tip, while the puts ahead served
+   * with it claim first). Decides on the line fetched with the tip, after taking out the puts
+   * ahead that are gone when that frees a lock for this one.
    */
   async turn(tip: string): Promise<number | 'wait' | undefined> {
     const present = this.watch.present(this.store.syncedLine());
