@@ -182,36 +182,47 @@ export class FetchedObjects {
   }
 
   /**
-   * The `Claim-Token` values of the newest `count` commits down from `tip`, as far as they are kept
-   * (a walk stops at a commit not kept, a merge or a message git might read otherwise).
+   * The `Claim-Token` values of the newest `count` commits down from `tip`, as far as the claim
+   * walk goes (see claimWalk).
    */
   newestClaimTokens(tip: string, count: number): string[] {
     const tokens: string[] = [];
-    let id: string | undefined = tip;
-    for (let walked = 0; id !== undefined && walked < count; walked++) {
-      const commit = this.commits.get(id);
-      if (!commit?.claimTokens) break;
-      tokens.push(...commit.claimTokens);
-      id = commit.parents.length === 1 ? commit.parents[0] : undefined;
+    for (const [, claims] of this.claimWalk(tip, count)) {
+      if (!claims) break;
+      tokens.push(...claims);
     }
     return tokens;
   }
 
   /**
    * The `Claim-Token` values of the commits after `from` up to `to`, where `to` reaches `from`
-   * through kept commits of one parent each; undefined otherwise (git's log reads them).
+   * through the claim walk (see claimWalk); undefined otherwise (git's log reads them).
    */
   claimTokens(from: string, to: string): string[] | undefined {
     const tokens: string[] = [];
-    let id = to;
-    for (let walked = 0; id !== from; walked++) {
-      const commit = this.commits.get(id);
-      if (!commit || commit.parents.length !== 1 || !commit.claimTokens || walked >= WALK_LIMIT)
-        return undefined;
-      tokens.push(...commit.claimTokens);
-      id = commit.parents[0]!;
+    // WALK_LIMIT commits after `from`, and `from` itself.
+    for (const [id, claims] of this.claimWalk(to, WALK_LIMIT + 1)) {
+      if (id === from) return tokens;
+      if (!claims) return undefined;
+      tokens.push(...claims);
     }
-    return tokens;
+    return undefined;
+  }
+
+  /**
+   * The commits down from `tip` through one parent each, at most `limit`, newest first, each with
+   * its `Claim-Token` values: undefined for a commit not kept, a merge, or a message git might read
+   * otherwise, where the walk ends.
+   */
+  private *claimWalk(tip: string, limit: number): Generator<[string, string[] | undefined]> {
+    let id = tip;
+    for (let walked = 0; walked < limit; walked++) {
+      const commit = this.commits.get(id);
+      const claims = commit?.parents.length === 1 ? commit.claimTokens : undefined;
+      yield [id, claims];
+      if (!claims) return;
+      id = commit!.parents[0]!;
+    }
   }
 }
 
