@@ -211,8 +211,7 @@ export class LineMember {
     let newest = tip;
     let lastSeen = this.store.syncedLine(); // as the last look or fetch found it
     // The attempt read the line with this put in it: the place is known, the first poll watches.
-    if (this.readInLine)
-      this.sayPlace(this.see(entriesAhead(this.watch.present(lastSeen), this.me)));
+    if (this.readInLine) this.sayPlaceInSyncedLine();
     for (;;) {
       await wait.report(newest);
       const busy = this.clock.now() - this.watch.movedAt < quietAfterMs;
@@ -387,6 +386,11 @@ export class LineMember {
     return this.watch.wakeAt(this.ahead, this.me.at, served, this.free > 0);
   }
 
+  /** Says where this put stands in the line as the store last synced it, once. */
+  private sayPlaceInSyncedLine(): void {
+    this.sayPlace(this.see(entriesAhead(this.watch.present(this.store.syncedLine()), this.me)));
+  }
+
   /** Says where this put stands in line, once. */
   private sayPlace(ahead: readonly WaitingEntry[]): void {
     if (this.placeSaid || !this.joined) return;
@@ -413,8 +417,7 @@ export class LineMember {
       this.me = { ...this.me, at: tip };
       const fresh = read && !this.store.lineInferred;
       this.watch.joined(fresh);
-      if (fresh)
-        this.sayPlace(this.see(entriesAhead(this.watch.present(this.store.syncedLine()), this.me)));
+      if (fresh) this.sayPlaceInSyncedLine();
       return true;
     }
     this.refused = true;
